@@ -1,0 +1,129 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+)
+
+func TestBadInputIsAClearErrorWithoutARoundTrip(t *testing.T) {
+	mini := miniredis.RunT(t)
+	rdb := newRedisClient(t, mini.Addr())
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+
+	cases := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty name", func() error { _, err := redislock.New(rdb).Acquire(ctx, ""); return err }, "empty lock name"},
+		{"name that empties the hash tag", func() error { _, err := redislock.New(rdb).Acquire(ctx, "}x"); return err }, "empty hash tag"},
+		{"TTL below 1ms", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(time.Microsecond))
+			return err
+		}, "below the 1ms minimum"},
+		{"zero TTL", func() error { _, err := redislock.New(rdb, redislock.WithTTL(0)).Acquire(ctx, "a"); return err }, "below the 1ms minimum"},
+		{"negative TTL", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(-time.Second))
+			return err
+		}, "below the 1ms minimum"},
+		{"extend interval equal to the TTL", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(time.Second), redislock.WithExtendInterval(time.Second))
+			return err
+		}, "must be shorter than the TTL"},
+		{"extend interval above the TTL", func() error {
+			_, err := redislock.New(rdb, redislock.WithExtendInterval(time.Minute)).Acquire(ctx, "a")
+			return err
+		}, "must be shorter than the TTL"},
+		{"negative extend interval", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithExtendInterval(-1))
+			return err
+		}, "negative extend interval"},
+		{"negative max hold", func() error { _, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithMaxHold(-1)); return err }, "negative max hold"},
+		{"nil client", func() error { _, err := redislock.New(nil).Acquire(ctx, "a"); return err }, "nil redis client"},
+		{"typed nil client", func() error { _, err := redislock.New((*redis.Client)(nil)).Acquire(ctx, "a"); return err }, "nil redis client"},
+		{"nil cluster client", func() error {
+			return redislock.New((*redis.ClusterClient)(nil)).RunWithLock(ctx, "a", noop)
+		}, "nil redis client"},
+		{"nil fn", func() error { return redislock.New(rdb).RunWithLock(ctx, "a", nil) }, "nil fn"},
+		{"nil context", func() error {
+			//lint:ignore SA1012 the point of the test
+			_, err := redislock.New(rdb).Acquire(nil, "a") //nolint:staticcheck
+			return err
+		}, "nil context"},
+		{"nil option", func() error { _, err := redislock.New(rdb).Acquire(ctx, "a", nil); return err }, "nil Option"},
+		{"nil retry strategy", func() error { _, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(nil)); return err }, "nil RetryStrategy"},
+		{"nil logger", func() error { _, err := redislock.New(rdb, redislock.WithLogger(nil)).Acquire(ctx, "a"); return err }, "nil logger"},
+		{"LimitRetry with negative attempts", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.LimitRetry(redislock.NoRetry(), -1)))
+			return err
+		}, "attempts -1 must not be negative"},
+		{"LimitRetry of nil", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.LimitRetry(nil, 1)))
+			return err
+		}, "LimitRetry of a nil strategy"},
+		{"LimitRetry of an invalid strategy", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(-1), 1)))
+			return err
+		}, "LinearBackoff interval"},
+		{"zero LinearBackoff", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.LinearBackoff(0)))
+			return err
+		}, "LinearBackoff interval 0s must be positive"},
+		{"ExponentialBackoff with max below min", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.ExponentialBackoff(time.Second, time.Millisecond)))
+			return err
+		}, "needs 0 < min <= max"},
+		{"ExponentialBackoff with zero min", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithRetry(redislock.ExponentialBackoff(0, time.Second)))
+			return err
+		}, "needs 0 < min <= max"},
+		{"fail open on Acquire", func() error { _, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithFailOpen()); return err }, "RunWithLock only"},
+		{"bad option on RunWithLock", func() error {
+			return redislock.New(rdb).RunWithLock(ctx, "a", noop, redislock.WithTTL(0))
+		}, "below the 1ms minimum"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := mini.CommandCount()
+			err := tc.call()
+			require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, before, mini.CommandCount(), "nothing was sent")
+		})
+	}
+
+	t.Run("already cancelled context", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		before := mini.CommandCount()
+		_, err := redislock.New(rdb).Acquire(cancelled, "a")
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Equal(t, before, mini.CommandCount(), "nothing was sent")
+	})
+
+	t.Run("bad arguments on a held lock", func(t *testing.T) {
+		l, err := redislock.New(rdb, quiet).Acquire(ctx, "held")
+		require.NoError(t, err)
+		before := mini.CommandCount()
+		require.ErrorIs(t, l.Extend(ctx, 0), redislock.ErrInvalidArgument)
+		require.ErrorIs(t, l.Extend(ctx, -time.Second), redislock.ErrInvalidArgument)
+		//lint:ignore SA1012 the point of the test
+		require.ErrorIs(t, l.Extend(nil, time.Second), redislock.ErrInvalidArgument) //nolint:staticcheck
+		//lint:ignore SA1012 the point of the test
+		require.ErrorIs(t, l.Release(nil), redislock.ErrInvalidArgument) //nolint:staticcheck
+		//lint:ignore SA1012 the point of the test
+		_, err = l.TTL(nil) //nolint:staticcheck
+		require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+		require.Equal(t, before, mini.CommandCount(), "nothing was sent")
+		require.NoError(t, l.Release(ctx))
+	})
+}

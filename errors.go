@@ -1,0 +1,99 @@
+package redislock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Every error this package returns wraps one of them (or a
+// Redis error), so match with [errors.Is], never with ==: most are wrapped to
+// add the lock name, and some are joined with ctx.Err().
+var (
+	// ErrNotAcquired means someone else holds the lock and the retry
+	// strategy (if any) ran out, or the context ended while waiting; in the
+	// latter case the error also matches ctx.Err().
+	ErrNotAcquired = errors.New("redislock: not acquired")
+
+	// ErrNotHeld is returned by Release, Extend and TTL on a lock that is no
+	// longer ours: already released, expired, or taken by another holder.
+	ErrNotHeld = errors.New("redislock: lock not held")
+
+	// ErrLockLost matches every *LostError: the lock was lost while held.
+	ErrLockLost = errors.New("redislock: lock lost")
+
+	// ErrReleased is the cause of Lock.Context() after the holder released
+	// the lock.
+	ErrReleased = errors.New("redislock: lock released")
+
+	// ErrInvalidArgument is wrapped by every error about bad input: an empty
+	// name, a TTL below 1ms, a nil client, and so on. Such calls never touch
+	// the network.
+	ErrInvalidArgument = errors.New("redislock: invalid argument")
+)
+
+// LostReason says why a held lock was lost.
+type LostReason int
+
+const (
+	// Expired: the key was gone when the watchdog (or Extend) came to
+	// extend it, or, with the watchdog off, the lease ran out.
+	Expired LostReason = iota + 1
+	// Taken: the key holds another holder's token (or a value of another
+	// type): someone else owns the lock now.
+	Taken
+	// Unreachable: no extension was confirmed before the safe deadline, so
+	// the lease may have expired on the server while we could not tell.
+	Unreachable
+	// MaxHoldReached: the hold reached the limit set with WithMaxHold.
+	MaxHoldReached
+)
+
+// String returns the reason in words, as used in logs.
+func (r LostReason) String() string {
+	switch r {
+	case Expired:
+		return "expired"
+	case Taken:
+		return "taken by another holder"
+	case Unreachable:
+		return "redis unreachable until the safe deadline"
+	case MaxHoldReached:
+		return "maximum hold time reached"
+	}
+	return fmt.Sprintf("LostReason(%d)", int(r))
+}
+
+// LostError reports that a held lock was lost, and why. It is the cause of
+// the lock's context (see [context.Cause]) and matches [ErrLockLost] with
+// [errors.Is]; use [errors.As] to read the reason.
+type LostError struct {
+	// Name is the lock name given to Acquire.
+	Name string
+	// Reason says why the lock was lost.
+	Reason LostReason
+	// HeldFor is how long the lock had been held, from the send time of the
+	// acquiring command to the loss.
+	HeldFor time.Duration
+	// Err is the last Redis error seen before an Unreachable loss, if any.
+	Err error
+}
+
+// Error describes the loss.
+func (e *LostError) Error() string {
+	msg := fmt.Sprintf("redislock: lock %q lost after %v: %s", e.Name, e.HeldFor.Round(time.Millisecond), e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrLockLost.
+func (e *LostError) Is(target error) bool { return target == ErrLockLost }
+
+// Unwrap returns the last Redis error seen, if any.
+func (e *LostError) Unwrap() error { return e.Err }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

@@ -1,0 +1,161 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock"
+)
+
+// exampleRedis starts an in-memory Redis for the examples; in production,
+// pass your own go-redis client.
+func exampleRedis() (*redis.Client, func()) {
+	mini, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	return rdb, func() { _ = rdb.Close(); mini.Close() }
+}
+
+func ExampleClient_Acquire() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	lock, err := locker.Acquire(ctx, "token-refresh")
+	if errors.Is(err, redislock.ErrNotAcquired) {
+		fmt.Println("another instance is refreshing the token")
+		return
+	} else if err != nil {
+		fmt.Println("redis error:", err)
+		return
+	}
+	defer lock.Release(ctx)
+
+	fmt.Println("holding", lock.Key())
+	// Work under lock.Context(): it is cancelled if the lock is lost.
+	fmt.Println("still ours:", lock.Context().Err() == nil)
+	// Output:
+	// holding lock:{token-refresh}
+	// still ours: true
+}
+
+func ExampleClient_RunWithLock() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	podA := redislock.New(rdb, quiet)
+	podB := redislock.New(rdb, quiet)
+
+	name := "settlement:2026-12-02"
+	err := podA.RunWithLock(ctx, name, func(ctx context.Context) error {
+		fmt.Println("pod A: settling")
+		// Meanwhile pod B's scheduler fires too; it skips.
+		err := podB.RunWithLock(ctx, name, func(ctx context.Context) error {
+			fmt.Println("pod B: settling")
+			return nil
+		})
+		if errors.Is(err, redislock.ErrNotAcquired) {
+			fmt.Println("pod B: skipped, another pod holds", name)
+		}
+		return nil
+	})
+	fmt.Println("pod A:", err)
+	// Output:
+	// pod A: settling
+	// pod B: skipped, another pod holds settlement:2026-12-02
+	// pod A: <nil>
+}
+
+// settlementTable stands for a SQL table whose writes carry the fence:
+//
+//	UPDATE settlement SET status = :status, fence = :fence
+//	WHERE  settle_date = :date AND fence < :fence;
+type settlementTable struct{ status, fence map[string]int64 }
+
+func (t *settlementTable) update(date string, status, fence int64) (rowsAffected int) {
+	if t.fence[date] >= fence {
+		return 0 // a holder with a newer fence has written already
+	}
+	t.status[date], t.fence[date] = status, fence
+	return 1
+}
+
+func Example_fencing() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithFencing(), redislock.WithWatchdog(false),
+		redislock.WithLogger(slog.New(slog.DiscardHandler)))
+	table := &settlementTable{status: map[string]int64{}, fence: map[string]int64{}}
+
+	a, _ := locker.Acquire(ctx, "settlement:2026-12-02")
+	fmt.Println("A holds fence", a.Fence())
+	// A pauses (GC, frozen VM) past its TTL; the lease expires...
+	rdb.Del(ctx, a.Key())
+	// ...and B takes the lock with a higher fence and writes first.
+	b, _ := locker.Acquire(ctx, "settlement:2026-12-02")
+	fmt.Println("B holds fence", b.Fence(), "and writes:", table.update("2026-12-02", 2, b.Fence()), "row")
+	// A wakes up unaware and writes with its old fence: no row matches.
+	fmt.Println("A writes:", table.update("2026-12-02", 1, a.Fence()), "rows")
+	_ = b.Release(ctx)
+	// Output:
+	// A holds fence 1
+	// B holds fence 2 and writes: 1 row
+	// A writes: 0 rows
+}
+
+func ExampleWithRetry() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	holder, _ := locker.Acquire(ctx, "order:42")
+	time.AfterFunc(20*time.Millisecond, func() { _ = holder.Release(ctx) })
+
+	// Wait up to 2s, retrying after 1ms, 2ms, 4ms... (jittered, at most
+	// 50ms), and never longer than the holder's remaining TTL.
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	lock, err := locker.Acquire(waitCtx, "order:42",
+		redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 50*time.Millisecond)))
+	if err != nil {
+		fmt.Println("gave up:", err)
+		return
+	}
+	fmt.Println("acquired order:42 after the holder released it")
+	_ = lock.Release(ctx)
+	// Output:
+	// acquired order:42 after the holder released it
+}
+
+func ExampleLock_Context() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithExtendInterval(10*time.Millisecond),
+		redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	lock, _ := locker.Acquire(ctx, "nightly-report")
+	rdb.Del(ctx, lock.Key()) // an operator deletes the key, or it expired
+
+	<-lock.Context().Done() // the watchdog notices at its next extension
+	var lost *redislock.LostError
+	if errors.As(context.Cause(lock.Context()), &lost) {
+		fmt.Println("stop working:", lost.Reason)
+	}
+	fmt.Println(errors.Is(context.Cause(lock.Context()), redislock.ErrLockLost))
+	// Output:
+	// stop working: expired
+	// true
+}

@@ -1,0 +1,55 @@
+package redislock
+
+import "context"
+
+// Fencing tokens.
+//
+// A lock taken with WithFencing also increments a counter, in the same
+// Lua script and round trip as the SET, and hands the new value to the
+// holder: Lock.Fence, or FenceFromContext inside the work. Every acquisition
+// gets a number strictly greater than every earlier one of the same name; a
+// failed attempt takes none. The resource the lock protects must remember
+// the highest fence it accepted and refuse writes that carry a lower one:
+//
+//	UPDATE settlement SET status = 'done', fence = :fence
+//	WHERE  settle_date = :date AND fence < :fence;
+//
+// That is what makes a holder that lost its lock without knowing (a long GC
+// pause, a frozen VM) harmless: its write carries an older number.
+//
+// The counter's lifecycle: it lives at the key "<lock key>:fence", in the
+// same hash slot as the lock, created at the first fenced acquisition, and
+// it has no expiry: it must outlive every holder, so it is never deleted by
+// this package. It costs one small integer key per lock name. If it is lost
+// (a Redis restart without persistence, a FLUSHALL, a failover that did not
+// replicate it) the numbers start again from 1, and a resource that
+// remembered a higher number will refuse every write: the failure is safe
+// but needs an operator, who sets the counter back above the highest fence
+// the resource holds (SET <key>:fence N). Plain locks never touch it.
+
+type fenceKey struct{}
+
+// withFence records fence in ctx. A fence of 0 hides any fence inherited
+// from an outer lock, so an unfenced (or fail-open) run never reports
+// someone else's number.
+func withFence(ctx context.Context, fence int64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
+}
+
+// FenceFromContext returns the fencing token of the lock whose work ctx
+// belongs to: the context passed to RunWithLock's fn, or Lock.Context() (and
+// contexts derived from them). It reports false when the lock was taken
+// without WithFencing, when fn ran fail-open without a lock, or when ctx
+// does not come from a lock.
+func FenceFromContext(ctx context.Context) (int64, bool) {
+	if ctx == nil {
+		return 0, false
+	}
+	fence, ok := ctx.Value(fenceKey{}).(int64)
+	if !ok || fence <= 0 {
+		return 0, false
+	}
+	return fence, true
+}
+
+func fenceKeyFor(lockKey string) string { return lockKey + ":fence" }

@@ -1,0 +1,670 @@
+// Package redislock provides distributed locks on Redis for Go services
+// whose instances must not run the same critical section at once.
+//
+// A lock is taken with one command, SET key token NX PX ttl, under a random
+// token that only its holder knows; it is extended and released by Lua
+// scripts that check the token first, so a holder never extends or deletes
+// a lock that has passed to someone else. While a lock is held, a watchdog
+// extends it every TTL/3, and the lock's context ([Lock.Context]) is
+// cancelled, with a [*LostError] as its cause, as soon as the lock can no
+// longer be trusted: at once when Redis says the key is gone or holds
+// another token, and at the latest at the safe deadline (the send time of
+// the last confirmed extension plus the TTL, less an allowance for clock
+// drift) even if Redis never answers.
+//
+// What a lock cannot promise: a process that is paused (a long GC, a frozen
+// VM) stops its watchdog and its timers too, so it can wake up after its
+// lease expired and act before it notices; and Redis replication is
+// asynchronous, so a failover can lose a lock that was just taken. Where a
+// second holder would do harm (a double charge, not just work done twice),
+// take a fencing token with the lock ([WithFencing]) and have the protected
+// resource reject stale ones; see [FenceFromContext].
+//
+// A [Client] is safe for concurrent use and should be shared. A [Lock] is
+// safe for concurrent use, is not tied to the goroutine that acquired it,
+// and must not be copied.
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client takes locks on one Redis deployment. It is safe for concurrent use;
+// create one per Redis client and share it. It holds no goroutines of its
+// own, so it needs no closing: the watchdog of each held lock stops when the
+// lock is released or lost.
+type Client struct {
+	rdb  redis.UniversalClient
+	opts options
+}
+
+// New returns a Client on rdb; opts set the defaults of every call. New does
+// not touch the network and cannot fail: bad arguments (a nil client, an
+// invalid option) are reported, with ErrInvalidArgument, by every call made
+// on the returned Client.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	c := &Client{rdb: rdb, opts: defaultOptions()}
+	if isNilClient(rdb) {
+		c.opts.invalid(invalidf("nil redis client"))
+	}
+	applyOptions(&c.opts, opts)
+	if err := c.opts.validate(); err != nil {
+		c.opts.invalid(err)
+	}
+	return c
+}
+
+func isNilClient(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return r == nil
+	case *redis.ClusterClient:
+		return r == nil
+	case *redis.Ring:
+		return r == nil
+	}
+	return false
+}
+
+func applyOptions(o *options, opts []Option) {
+	for _, opt := range opts {
+		if opt == nil {
+			o.invalid(invalidf("nil Option"))
+			continue
+		}
+		opt.apply(o)
+	}
+}
+
+// resolve returns the client's defaults overridden by one call's options.
+func (c *Client) resolve(opts []Option) (options, error) {
+	o := c.opts
+	applyOptions(&o, opts)
+	return o, o.validate()
+}
+
+// Acquire takes the lock called name, or fails.
+//
+// It sends one command per attempt. When the lock is held by someone else,
+// it retries as the retry strategy says (default: not at all), never
+// sleeping past the holder's remaining TTL or ctx's deadline; a ctx without
+// deadline waits at most MaxWaitWithoutDeadline. ctx bounds the waiting
+// only: the held lock lives on after ctx ends, until Release or loss.
+//
+// It returns ErrNotAcquired (wrapped with the name) when the lock stayed
+// held by someone else; an error matching both ErrNotAcquired and ctx.Err()
+// when ctx ended first; ErrInvalidArgument for bad input (nothing is sent);
+// otherwise the Redis error, wrapped, which does not match ErrNotAcquired.
+// A failed Acquire leaves nothing held and no goroutine running.
+//
+// On success the caller must call Lock.Release; with the watchdog on
+// (the default) the lock is otherwise extended until the process exits.
+func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	var perCall options
+	applyOptions(&perCall, opts)
+	if perCall.failOpen {
+		return nil, invalidf("WithFailOpen applies to RunWithLock only: Acquire cannot hand out a lock it does not hold")
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.acquire(ctx, name, o)
+}
+
+// lockKey returns the key of the lock called name, or an error when the
+// name is empty or would not keep the lock and its fence counter in one
+// Redis Cluster hash slot. The name sits inside braces so that it is the
+// key's hash tag; the tag ends at the first '}' after the first '{', so the
+// only names (and prefixes) that break it are those that leave the tag
+// empty, which would make Redis hash the whole key instead.
+func lockKey(prefix, name string) (string, error) {
+	if name == "" {
+		return "", invalidf("empty lock name")
+	}
+	key := prefix + "{" + name + "}"
+	if hashTag(key) == "" {
+		return "", invalidf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
+	}
+	return key, nil
+}
+
+// hashTag returns the part of key that Redis Cluster hashes when it has a
+// non-empty {tag}, or "" when it has none.
+func hashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					return key[i+1 : j]
+				}
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, error) {
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	key, err := lockKey(o.prefix, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: %q: context already done", ErrNotAcquired, name), err)
+	}
+
+	token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+	keys := []string{key}
+	if o.fencing {
+		keys = append(keys, fenceKeyFor(key))
+	}
+	ttlMillis := o.ttl.Milliseconds()
+
+	start := time.Now()
+	var waitCap time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		waitCap = start.Add(MaxWaitWithoutDeadline)
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		reply, err := acquireScript.Run(ctx, c.rdb, keys, token, ttlMillis).Int64Slice()
+		if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1) {
+			err = fmt.Errorf("unexpected reply %v from the acquire script", reply)
+		}
+		if err != nil {
+			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				err = errors.Join(err, ctxErr)
+			}
+			c.observeAcquire(o, name, start, attempt, 0, err)
+			return nil, err
+		}
+		if reply[0] == 1 {
+			l := newLock(c, ctx, name, key, token, reply[1], sent, o)
+			c.observeAcquire(o, name, start, attempt, l.fence, nil)
+			o.log().Debug("redislock: acquired", "name", name, "fence", l.fence,
+				"attempts", attempt, "wait", time.Since(start), "token", token)
+			return l, nil
+		}
+
+		holderTTL := time.Duration(reply[1]) * time.Millisecond
+		delay, again := o.retry.NextBackoff(attempt)
+		if !again {
+			err := fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL)
+			c.observeAcquire(o, name, start, attempt, 0, err)
+			return nil, err
+		}
+		delay = max(delay, 0)
+		if holderTTL > 0 && holderTTL < delay {
+			// The holder's lease ends sooner than our backoff: try then.
+			delay = holderTTL
+		}
+		if !waitCap.IsZero() && time.Now().Add(delay).After(waitCap) {
+			err := fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, name, MaxWaitWithoutDeadline)
+			c.observeAcquire(o, name, start, attempt, 0, err)
+			return nil, err
+		}
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			err := errors.Join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, name, attempt), ctx.Err())
+			c.observeAcquire(o, name, start, attempt, 0, err)
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) observeAcquire(o options, name string, start time.Time, attempts int, fence int64, err error) {
+	if o.observer == nil {
+		return
+	}
+	o.observer.ObserveAcquire(AcquireEvent{
+		Name: name, Acquired: err == nil, Wait: time.Since(start),
+		Attempts: attempts, Fence: fence, Err: err,
+	})
+}
+
+// RunWithLock acquires the lock called name, runs fn while holding it, and
+// releases it.
+//
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost, with the *LostError as its cause; FenceFromContext on it returns the
+// fencing token. The release always happens, also when fn panics (the panic
+// then continues) and when ctx was cancelled: it runs on a context detached
+// from ctx's cancellation, bounded by ReleaseTimeout.
+//
+// RunWithLock returns fn's error. If the lock was lost while fn ran (or
+// Release found it no longer ours), the error also matches ErrLockLost and
+// carries the *LostError. When fn did not run it returns Acquire's error:
+// ErrNotAcquired when someone else holds the lock, a wrapped Redis error when
+// Redis could not be reached (unless WithFailOpen is set, in which case fn
+// runs without a lock), ErrInvalidArgument for bad input, including a nil fn.
+// A failed release after fn is logged at Warn, not returned: fn did run,
+// and the lock expires after its TTL.
+func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for lock %q", name)
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return err
+	}
+	l, err := c.acquire(ctx, name, o)
+	if err != nil {
+		if o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
+			o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
+				"name", name, "error", err)
+			if o.observer != nil {
+				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
+			}
+			return fn(withFence(ctx, 0))
+		}
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// isUnreachable tells a Redis that could not be reached or could not serve
+// (fail open may run without it) from every other error: the lock being
+// held, bad input, and replies such as WRONGTYPE or NOPERM, which say Redis
+// answered and refused.
+func isUnreachable(err error) bool {
+	if errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalidArgument) {
+		return false
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
+			if redis.HasErrorPrefix(err, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	runCtx, cancel := context.WithCancelCause(withFence(ctx, l.fence))
+	stopForwarding := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	defer func() {
+		stopForwarding()
+		cancel(nil)
+		var lost *LostError
+		errors.As(context.Cause(l.ctx), &lost)
+
+		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		reason, releaseErr := l.release(releaseCtx)
+		cancelRelease()
+		switch {
+		case lost != nil:
+		case errors.Is(releaseErr, ErrNotHeld) && reason != 0:
+			// The lease ran out (or was taken) while fn ran and nobody
+			// noticed in time (watchdog off, or a pause): report it as
+			// the loss it was.
+			lost = l.reportLoss(reason, nil)
+		case releaseErr != nil:
+			l.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
+				"name", l.name, "error", releaseErr)
+		}
+		if lost != nil {
+			err = errors.Join(lost, err)
+		}
+	}()
+	return fn(runCtx)
+}
+
+// Lock is a held lock. It is safe for concurrent use, is not tied to the
+// goroutine that acquired it, and must not be copied. Release it when done.
+type Lock struct {
+	client     *Client
+	opts       options
+	name       string
+	key        string
+	token      string
+	fence      int64
+	acquiredAt time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// extending serialises extensions (watchdog and Extend), so that the
+	// last confirmed one is also the last one Redis executed.
+	extending chan struct{}
+
+	mu               sync.Mutex
+	ttl              time.Duration // current lease; Extend may change it
+	interval         time.Duration // current watchdog interval
+	safeDeadline     time.Time     // monotonic; the lease cannot have ended before it
+	deadlineTimer    *time.Timer
+	maxHoldTimer     *time.Timer
+	lastErr          error // the last extension error, for an Unreachable loss
+	released         bool
+	stopWatchdog     context.CancelFunc
+	watchdogFinished chan struct{}
+}
+
+func newLock(c *Client, ctx context.Context, name, key, token string, fence int64, sent time.Time, o options) *Lock {
+	l := &Lock{
+		client: c, opts: o, name: name, key: key, token: token, fence: fence,
+		acquiredAt: sent, extending: make(chan struct{}, 1),
+		ttl: o.ttl, interval: o.interval(), safeDeadline: sent.Add(o.ttl - drift(o.ttl)),
+	}
+	// The lock's context keeps ctx's values but not its cancellation: a
+	// short wait timeout must not end the hold.
+	l.ctx, l.cancel = context.WithCancelCause(withFence(context.WithoutCancel(ctx), fence))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadlineTimer = time.AfterFunc(time.Until(l.safeDeadline), l.onSafeDeadline)
+	if o.maxHold > 0 {
+		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), func() { l.reportLoss(MaxHoldReached, nil) })
+	}
+	if o.watchdog {
+		var watchdogCtx context.Context
+		watchdogCtx, l.stopWatchdog = context.WithCancel(l.ctx)
+		l.watchdogFinished = make(chan struct{})
+		go l.watch(watchdogCtx)
+	}
+	return l
+}
+
+// drift is the allowance for clock drift between us and Redis over one
+// lease: 1% of the TTL plus 2ms, the figure the Redlock description uses.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Name returns the name given to Acquire.
+func (l *Lock) Name() string { return l.name }
+
+// Key returns the Redis key that holds the token.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random token that identifies this acquisition. Treat it
+// as a secret: whoever knows it can release the lock.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the fencing token taken with the lock, or 0 when the lock
+// was acquired without WithFencing.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Context returns a context that carries the values of the context given to
+// Acquire, but not its cancellation, and is cancelled when the hold ends:
+// with a *LostError as its cause (see context.Cause) when the lock is lost,
+// and with ErrReleased when it is released. FenceFromContext works on it.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// TTL returns the lock's remaining lease on the server. It returns
+// ErrNotHeld when the lock is no longer ours (nothing is sent if it was
+// released), or the Redis error.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if ctx == nil {
+		return 0, invalidf("nil context")
+	}
+	if err := l.notHeld(); err != nil {
+		return 0, err
+	}
+	reply, err := pttlScript.Run(ctx, l.client.rdb, []string{l.key}, l.token).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)
+	case reply == -2:
+		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.name)
+	case reply == -3:
+		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.name)
+	case reply < 0:
+		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.name)
+	}
+	return time.Duration(reply) * time.Millisecond, nil
+}
+
+// notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
+// ended (released or lost), and nil before.
+func (l *Lock) notHeld() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(l.ctx)
+	if errors.Is(cause, ErrReleased) {
+		return fmt.Errorf("%w: %q was released", ErrNotHeld, l.name)
+	}
+	return errors.Join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
+}
+
+// Extend resets the lock's lease to ttl (at least 1ms) from now, and makes
+// ttl the lease that later watchdog extensions renew (their interval becomes
+// ttl/3, unless WithExtendInterval set a shorter one). It waits for an
+// extension by the watchdog that is under way.
+//
+// It returns ErrNotHeld when the lock is no longer ours (then the lock's
+// context is cancelled with the loss, if it was not already), or the Redis
+// error, which leaves the lock as it was.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if ttl < minTTL {
+		return invalidf("Extend TTL %v is below the 1ms minimum", ttl)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if err := l.notHeld(); err != nil {
+		return err
+	}
+	select {
+	case l.extending <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.extending }()
+	err := l.extendOnce(ctx, ttl, false)
+	if err == nil {
+		l.mu.Lock()
+		l.ttl = ttl
+		if l.opts.extendInterval > 0 && l.opts.extendInterval < ttl {
+			l.interval = l.opts.extendInterval
+		} else {
+			l.interval = ttl / 3
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// extendOnce sends one extension and records its outcome: a confirmed
+// extension moves the safe deadline; a "not ours" reply loses the lock.
+// The caller holds l.extending.
+func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
+	sent := time.Now()
+	reply, err := extendScript.Run(ctx, l.client.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
+	latency := time.Since(sent)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("redislock: extend %q: %w", l.name, err)
+		l.mu.Lock()
+		// Keep what Redis said over our own deadline cutting a call short.
+		if l.lastErr == nil || ctx.Err() == nil {
+			l.lastErr = err
+		}
+		l.mu.Unlock()
+	case reply == replyDone:
+		l.confirm(sent, ttl)
+	default:
+		lost := l.reportLoss(reasonFor(reply), nil)
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, lost.Reason)
+	}
+	if l.opts.observer != nil {
+		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err})
+	}
+	return err
+}
+
+// confirm moves the safe deadline after an extension sent at sent was
+// confirmed: the server ran it after sent, so the lease lasts at least
+// until sent+ttl by its clock, which ours may lag by the drift.
+func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.safeDeadline = sent.Add(ttl - drift(ttl))
+	l.lastErr = nil
+	l.deadlineTimer.Reset(time.Until(l.safeDeadline))
+}
+
+// onSafeDeadline runs on its own timer, independent of any Redis call under
+// way, so that a stalled connection cannot delay the loss signal.
+func (l *Lock) onSafeDeadline() {
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.safeDeadline); left > 0 {
+		// An extension was confirmed after the timer fired.
+		l.deadlineTimer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	reason, lastErr := Unreachable, l.lastErr
+	if !l.opts.watchdog {
+		reason = Expired
+	}
+	lost := l.loseLocked(reason, lastErr)
+	l.mu.Unlock()
+	l.announceLoss(lost)
+}
+
+// reportLoss ends the hold with reason unless it has already ended, and
+// returns the loss that ended it (nil if it ended by Release).
+func (l *Lock) reportLoss(reason LostReason, cause error) *LostError {
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		var earlier *LostError
+		errors.As(context.Cause(l.ctx), &earlier)
+		if earlier == nil {
+			// Released already; the loss was found by the release itself.
+			lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
+			l.announceLoss(lost)
+			return lost
+		}
+		return earlier
+	}
+	lost := l.loseLocked(reason, cause)
+	l.mu.Unlock()
+	l.announceLoss(lost)
+	return lost
+}
+
+func (l *Lock) loseLocked(reason LostReason, cause error) *LostError {
+	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
+	l.cancel(lost)
+	l.stopTimersLocked()
+	return lost
+}
+
+func (l *Lock) announceLoss(lost *LostError) {
+	l.opts.log().Error("redislock: lock lost", "name", l.name, "reason", lost.Reason.String(),
+		"held_for", lost.HeldFor, "error", lost.Err)
+	if l.opts.observer != nil {
+		l.opts.observer.ObserveLost(LostEvent{Name: l.name, Reason: lost.Reason, HeldFor: lost.HeldFor})
+	}
+}
+
+func (l *Lock) stopTimersLocked() {
+	l.deadlineTimer.Stop()
+	if l.maxHoldTimer != nil {
+		l.maxHoldTimer.Stop()
+	}
+}
+
+// Release stops the watchdog, waits for it to exit, cancels the lock's
+// context with cause ErrReleased (unless it was lost before), and deletes
+// the key if it still holds our token.
+//
+// It returns nil when our key was deleted; ErrNotHeld when the key was gone
+// or held by someone else, and on every call after one that reached Redis
+// (those send nothing); or the Redis error, after which Release may be
+// called again. The network call is bounded by ctx only as far as the
+// go-redis client honours contexts (see its ContextTimeoutEnabled option);
+// otherwise by its read and write timeouts.
+func (l *Lock) Release(ctx context.Context) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	_, err := l.release(ctx)
+	return err
+}
+
+// release is Release that also returns why the lock was not ours, when the
+// script said so.
+func (l *Lock) release(ctx context.Context) (LostReason, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("redislock: release %q: %w", l.name, err)
+	}
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
+	}
+	stop, finished := l.stopWatchdog, l.watchdogFinished
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-finished // the watchdog's calls are bounded by the safe deadline
+	}
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
+	}
+	l.stopTimersLocked()
+	l.cancel(ErrReleased) // no effect if the lock was lost first
+	l.mu.Unlock()
+
+	reply, err := releaseScript.Run(ctx, l.client.rdb, []string{l.key}, l.token).Int64()
+	var reason LostReason
+	switch {
+	case err != nil:
+		err = fmt.Errorf("redislock: release %q: %w", l.name, err)
+	case reply == replyDone:
+	default:
+		reason = reasonFor(reply)
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
+	}
+	if err == nil || reason != 0 {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+	}
+	heldFor := time.Since(l.acquiredAt)
+	l.opts.log().Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.token)
+	if l.opts.observer != nil {
+		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: heldFor, Err: err})
+	}
+	return reason, err
+}

@@ -1,0 +1,16 @@
+-- extend: reset the lease of a lock we hold.
+-- KEYS[1]  the lock key
+-- ARGV[1]  the holder's token
+-- ARGV[2]  the new TTL in milliseconds
+-- Returns  1   extended
+--          0   the key is gone (expired or deleted)
+--          -1  the key holds another token, or a value of another type
+local value = redis.pcall('GET', KEYS[1])
+if value == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if not value then
+  return 0
+end
+return -1

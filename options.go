@@ -1,0 +1,293 @@
+package redislock
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults. Every option documents its default here and in README.md.
+const (
+	// DefaultTTL is the lease a lock gets on the server when WithTTL is not given.
+	DefaultTTL = 30 * time.Second
+	// DefaultKeyPrefix is prepended to every lock key.
+	DefaultKeyPrefix = "lock:"
+	// MaxWaitWithoutDeadline bounds the waiting of a retrying Acquire or
+	// RunWithLock whose context has no deadline: waiting never lasts forever.
+	MaxWaitWithoutDeadline = time.Minute
+	// ReleaseTimeout bounds the release that RunWithLock sends after fn
+	// returns, on a context detached from the caller's cancellation.
+	ReleaseTimeout = 5 * time.Second
+	minTTL         = time.Millisecond
+)
+
+// An Option configures a Client (given to New, it sets the client's
+// defaults) or one call (given to Acquire or RunWithLock, it overrides them).
+// Options are values: the same Option may be reused.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// options is every setting, with all defaults in defaultOptions.
+type options struct {
+	ttl            time.Duration
+	retry          RetryStrategy
+	fencing        bool
+	prefix         string
+	watchdog       bool
+	extendInterval time.Duration // 0: ttl/3
+	logger         *slog.Logger
+	observer       Observer
+	failOpen       bool
+	maxHold        time.Duration // 0: no limit
+	err            error         // bad option values, reported by every call
+}
+
+func defaultOptions() options {
+	return options{
+		ttl:      DefaultTTL,
+		retry:    NoRetry(),
+		prefix:   DefaultKeyPrefix,
+		watchdog: true,
+		logger:   nil, // resolved to slog.Default() at use, so SetDefault after New still counts
+	}
+}
+
+func (o *options) invalid(err error) { o.err = errors.Join(o.err, err) }
+
+// validate checks the combination of settings once all options are applied.
+func (o *options) validate() error {
+	if o.err != nil {
+		return o.err
+	}
+	if o.extendInterval >= o.ttl {
+		return invalidf("extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl)
+	}
+	if v, ok := o.retry.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *options) interval() time.Duration {
+	if o.extendInterval > 0 {
+		return o.extendInterval
+	}
+	return o.ttl / 3
+}
+
+func (o *options) log() *slog.Logger {
+	if o.logger != nil {
+		return o.logger
+	}
+	return slog.Default()
+}
+
+// WithTTL sets the lease the lock gets on the server: how long it survives a
+// crashed holder. Default DefaultTTL (30s); at least 1ms; it is rounded down
+// to whole milliseconds, the unit Redis keeps.
+func WithTTL(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < minTTL {
+			o.invalid(invalidf("TTL %v is below the 1ms minimum", d))
+			return
+		}
+		o.ttl = d.Truncate(time.Millisecond)
+	})
+}
+
+// WithRetry sets what Acquire and RunWithLock do when the lock is held by
+// someone else. Default NoRetry(): one attempt, then ErrNotAcquired.
+func WithRetry(s RetryStrategy) Option {
+	return optionFunc(func(o *options) {
+		if s == nil {
+			o.invalid(invalidf("nil RetryStrategy (use NoRetry())"))
+			return
+		}
+		o.retry = s
+	})
+}
+
+// WithFencing takes a fencing token with the lock, in the same round trip:
+// a number from a per-lock counter (INCR) that grows with every
+// acquisition. Read it with Lock.Fence or FenceFromContext. Default off.
+func WithFencing() Option {
+	return optionFunc(func(o *options) { o.fencing = true })
+}
+
+// WithKeyPrefix sets the prefix of every key: the lock key is
+// prefix + "{" + name + "}". Default DefaultKeyPrefix ("lock:"); the empty
+// prefix is allowed.
+func WithKeyPrefix(p string) Option {
+	return optionFunc(func(o *options) { o.prefix = p })
+}
+
+// WithWatchdog turns automatic extension on or off. Default on: the lock is
+// extended every extend interval while held. Off, the lease ends after the
+// TTL unless Lock.Extend is called, and the lock's context is cancelled
+// (reason Expired) at the lease's safe deadline.
+func WithWatchdog(enabled bool) Option {
+	return optionFunc(func(o *options) { o.watchdog = enabled })
+}
+
+// WithExtendInterval sets how often the watchdog extends the lock. Default
+// (and zero) TTL/3; it must be shorter than the TTL.
+func WithExtendInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 0 {
+			o.invalid(invalidf("negative extend interval %v", d))
+			return
+		}
+		o.extendInterval = d
+	})
+}
+
+// WithLogger sets where the lock logs: acquisition and release at Debug,
+// an extension that failed and will be retried at Warn, a lost lock at
+// Error, a fail-open run at Warn. Tokens appear at Debug only. Default
+// slog.Default() at the time of logging; nil is an error (to silence the
+// lock, pass slog.New(slog.DiscardHandler)).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l == nil {
+			o.invalid(invalidf("nil logger (use slog.New(slog.DiscardHandler) to silence)"))
+			return
+		}
+		o.logger = l
+	})
+}
+
+// WithObserver sets the metrics hooks. Default none (nil costs nothing).
+func WithObserver(obs Observer) Option {
+	return optionFunc(func(o *options) { o.observer = obs })
+}
+
+// WithFailOpen makes RunWithLock run fn without a lock when Redis cannot be
+// reached (connection refused, timeouts, a server still loading); never when
+// the lock is held by someone else. The run is logged at Warn, reported to
+// the Observer, and FenceFromContext reports no fence. Default off (fail
+// closed). It concerns RunWithLock only: Acquire rejects it as a per-call
+// option and ignores it as a client default.
+func WithFailOpen() Option {
+	return optionFunc(func(o *options) { o.failOpen = true })
+}
+
+// WithMaxHold caps how long one acquisition may be held: after d from
+// acquisition the watchdog stops extending and the lock's context is
+// cancelled with reason MaxHoldReached. The key is left to expire (or to be
+// deleted by Release) so that the holder's work has its TTL to stop. Default
+// (and zero) no limit.
+func WithMaxHold(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 0 {
+			o.invalid(invalidf("negative max hold %v", d))
+			return
+		}
+		o.maxHold = d
+	})
+}
+
+// A RetryStrategy says how long to wait between attempts to acquire a lock
+// that someone else holds. It holds no state across calls: every Acquire
+// starts again from attempt 1, so one strategy value can be shared by any
+// number of goroutines.
+//
+// Whatever the strategy says, a waiter never sleeps past the holder's
+// remaining TTL (reported by the failed attempt), nor past its context's
+// deadline, nor longer than MaxWaitWithoutDeadline in total when the
+// context has no deadline.
+type RetryStrategy interface {
+	// NextBackoff returns the wait before retry number attempt (1 for the
+	// first retry, after the first failed attempt), or false to give up.
+	// A negative wait counts as zero.
+	NextBackoff(attempt int) (time.Duration, bool)
+}
+
+type noRetry struct{}
+
+func (noRetry) NextBackoff(int) (time.Duration, bool) { return 0, false }
+
+// NoRetry makes one attempt and gives up: the default.
+func NoRetry() RetryStrategy { return noRetry{} }
+
+type linearBackoff struct{ interval time.Duration }
+
+func (s linearBackoff) NextBackoff(int) (time.Duration, bool) { return s.interval, true }
+
+func (s linearBackoff) validate() error {
+	if s.interval <= 0 {
+		return invalidf("LinearBackoff interval %v must be positive", s.interval)
+	}
+	return nil
+}
+
+// LinearBackoff retries every d (d > 0), until the context ends or the
+// waiting cap is reached. Combine with LimitRetry to bound the attempts.
+func LinearBackoff(d time.Duration) RetryStrategy { return linearBackoff{d} }
+
+type exponentialBackoff struct{ min, max time.Duration }
+
+func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
+	ceiling := s.max
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt < 63 {
+		if grown := s.min << (attempt - 1); grown > 0 && grown < ceiling {
+			ceiling = grown
+		}
+	}
+	// Full jitter between min and the exponential ceiling, so that waiters
+	// that failed together do not retry together.
+	return s.min + rand.N(ceiling-s.min+1), true
+}
+
+func (s exponentialBackoff) validate() error {
+	if s.min <= 0 || s.max < s.min {
+		return invalidf("ExponentialBackoff(%v, %v) needs 0 < min <= max", s.min, s.max)
+	}
+	return nil
+}
+
+// ExponentialBackoff retries after a random wait between min and a ceiling
+// that doubles with every attempt, from min up to max (full jitter). It
+// needs 0 < min <= max.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	return exponentialBackoff{min, max}
+}
+
+type limitRetry struct {
+	s        RetryStrategy
+	attempts int
+}
+
+func (s limitRetry) NextBackoff(attempt int) (time.Duration, bool) {
+	if attempt > s.attempts {
+		return 0, false
+	}
+	return s.s.NextBackoff(attempt)
+}
+
+func (s limitRetry) validate() error {
+	if s.s == nil {
+		return invalidf("LimitRetry of a nil strategy")
+	}
+	if s.attempts < 0 {
+		return invalidf("LimitRetry attempts %d must not be negative", s.attempts)
+	}
+	if v, ok := s.s.(interface{ validate() error }); ok {
+		return v.validate()
+	}
+	return nil
+}
+
+// LimitRetry allows at most attempts retries of s after the first attempt
+// (0: the first attempt only). The count starts afresh at every Acquire.
+func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
+	return limitRetry{s, attempts}
+}

@@ -1,0 +1,42 @@
+package redislock
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts live in lua/*.lua, each with a header giving its KEYS,
+// ARGV and replies. They are wrapped once here; redis.Script.Run sends
+// EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
+// restart or SCRIPT FLUSH), so scripts need no loading step.
+var (
+	//go:embed lua/acquire.lua
+	acquireSource string
+	//go:embed lua/extend.lua
+	extendSource string
+	//go:embed lua/release.lua
+	releaseSource string
+	//go:embed lua/pttl.lua
+	pttlSource string
+
+	acquireScript = redis.NewScript(acquireSource)
+	extendScript  = redis.NewScript(extendSource)
+	releaseScript = redis.NewScript(releaseSource)
+	pttlScript    = redis.NewScript(pttlSource)
+)
+
+// Replies of the extend and release scripts.
+const (
+	replyDone    = 1
+	replyGone    = 0
+	replyForeign = -1
+)
+
+// reasonFor maps a "not ours" script reply to a loss reason.
+func reasonFor(reply int64) LostReason {
+	if reply == replyGone {
+		return Expired
+	}
+	return Taken
+}
