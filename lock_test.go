@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 var quiet = redislock.WithLogger(discardLogger())
@@ -396,7 +397,7 @@ type retryFunc func(int) (time.Duration, bool)
 func (f retryFunc) NextBackoff(attempt int) (time.Duration, bool) { return f(attempt) }
 
 func TestRetryNeverSleepsPastTheHoldersTTL(t *testing.T) {
-	server := startRedis(t)
+	server := redistest.Start(t)
 	rdb := newRedisClient(t, server.Addr())
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet)

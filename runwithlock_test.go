@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 func TestRunWithLock(t *testing.T) {
@@ -148,7 +149,7 @@ func TestFailOpenAndFailClosed(t *testing.T) {
 		require.NoError(t, holder.Release(ctx))
 	})
 	t.Run("fail open runs fn when a real server is killed", func(t *testing.T) {
-		server := startRedis(t)
+		server := redistest.Start(t)
 		rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), MaxRetries: -1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		server.Kill()

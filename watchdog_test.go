@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 func TestWatchdogKeepsAShortLockAliveThroughLongWork(t *testing.T) {
@@ -71,7 +72,7 @@ func TestWatchdogSignalsLossWhenTheKeyIsDeletedOrOverwritten(t *testing.T) {
 }
 
 func TestWatchdogSignalsLossBeforeTheLeaseEndsWhenRedisHangs(t *testing.T) {
-	server := startRedis(t)
+	server := redistest.Start(t)
 	// A long read timeout: the stalled extension must not be what ends the hold.
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -145,7 +146,7 @@ func TestWatchdogDeclaresUnreachableAtTheSafeDeadline(t *testing.T) {
 }
 
 func TestRedisRestartMidHoldIsALoss(t *testing.T) {
-	server := startRedis(t)
+	server := redistest.Start(t)
 	rdb := newRedisClient(t, server.Addr())
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet, redislock.WithTTL(3*time.Second), redislock.WithExtendInterval(20*time.Millisecond))
