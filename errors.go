@@ -26,6 +26,12 @@ var (
 	// the lock.
 	ErrReleased = errors.New("redislock: lock released")
 
+	// ErrReplicaAck means fewer replicas than WithReplicaAck asked for
+	// acknowledged a write in time. After Acquire, the lock was released
+	// again; during a hold, the extension does not count as confirmed (the
+	// watchdog retries it until the safe deadline).
+	ErrReplicaAck = errors.New("redislock: not acknowledged by enough replicas")
+
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
 	// name, a TTL below 1ms, a nil client, and so on. Such calls never touch
 	// the network.

@@ -89,7 +89,13 @@ func applyOptions(o *options, opts []Option) {
 func (c *Client) resolve(opts []Option) (options, error) {
 	o := c.opts
 	applyOptions(&o, opts)
-	return o, o.validate()
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
+		return o, invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
+	}
+	return o, nil
 }
 
 // Acquire takes the lock called name, or fails.
@@ -187,9 +193,15 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
-		reply, err := acquireScript.Run(ctx, c.rdb, keys, token, ttlMillis).Int64Slice()
+		cmd, ackErr := runScript(ctx, c.rdb, &o, acquireScript, keys, token, ttlMillis)
+		reply, err := cmd.Int64Slice()
 		if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1) {
 			err = fmt.Errorf("unexpected reply %v from the acquire script", reply)
+		}
+		if err == nil && reply[0] == 1 && ackErr != nil {
+			// Not safe to hold: a failover could lose it. Give it back.
+			_, _ = runScript(context.WithoutCancel(ctx), c.rdb, &options{}, releaseScript, keys[:1], token)
+			err = ackErr
 		}
 		if err != nil {
 			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
@@ -498,7 +510,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // The caller holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	reply, err := extendScript.Run(ctx, l.client.rdb, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
+	cmd, ackErr := runScript(ctx, l.client.rdb, &l.opts, extendScript, []string{l.key}, l.token, ttl.Milliseconds())
+	reply, err := cmd.Int64()
+	if err == nil && reply == replyDone && ackErr != nil {
+		err = ackErr // extended on the primary only: not confirmed
+	}
 	latency := time.Since(sent)
 	switch {
 	case err != nil:

@@ -43,6 +43,8 @@ type options struct {
 	observer       Observer
 	failOpen       bool
 	maxHold        time.Duration // 0: no limit
+	replicas       int           // WithReplicaAck; 0: no WAIT
+	replicaTimeout time.Duration
 	err            error         // bad option values, reported by every call
 }
 
@@ -189,6 +191,31 @@ func WithMaxHold(d time.Duration) Option {
 			return
 		}
 		o.maxHold = d
+	})
+}
+
+// WithReplicaAck makes every write of the lock (the acquisition and each
+// extension) wait until at least replicas replicas have acknowledged it, with
+// Redis' WAIT replicas timeout, sent in the same round trip. An acquisition
+// that is not acknowledged in time is released again and fails with an error
+// matching ErrReplicaAck; an extension that is not acknowledged does not
+// move the safe deadline and is retried. Default off (0 replicas).
+//
+// It narrows the failover window (a promoted replica that acknowledged the
+// lock has it) but does not close it: WAIT does not make the write durable
+// on the replica or ensure that an acknowledging replica is the one
+// promoted, and a lock can still be lost between the write and the WAIT. It
+// needs replicas >= 1 and timeout > 0 (WAIT's 0 would block forever), and
+// a client on one primary (a plain or Sentinel failover client): WAIT must
+// travel on the connection that wrote, which a ClusterClient does not
+// promise.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if replicas < 1 || timeout <= 0 {
+			o.invalid(invalidf("WithReplicaAck(%d, %v) needs replicas >= 1 and timeout > 0", replicas, timeout))
+			return
+		}
+		o.replicas, o.replicaTimeout = replicas, timeout
 	})
 }
 
