@@ -41,8 +41,8 @@ import (
 // own, so it needs no closing: the watchdog of each held lock stops when the
 // lock is released or lost.
 type Client struct {
-	rdb  redis.UniversalClient
-	opts options
+	store store
+	opts  options
 }
 
 // New returns a Client on rdb; opts set the defaults of every call. New does
@@ -50,7 +50,7 @@ type Client struct {
 // invalid option) are reported, with ErrInvalidArgument, by every call made
 // on the returned Client.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, opts: defaultOptions()}
+	c := &Client{store: singleStore{rdb}, opts: defaultOptions()}
 	if isNilClient(rdb) {
 		c.opts.invalid(invalidf("nil redis client"))
 	}
@@ -92,10 +92,7 @@ func (c *Client) resolve(opts []Option) (options, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}
-	if _, cluster := c.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
-		return o, invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
-	}
-	return o, nil
+	return o, c.store.check(&o)
 }
 
 // Acquire takes the lock called name, or fails.
@@ -173,11 +170,6 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 	}
 
 	token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
-	keys := []string{key}
-	if o.fencing {
-		keys = append(keys, fenceKeyFor(key))
-	}
-	ttlMillis := o.ttl.Milliseconds()
 
 	start := time.Now()
 	var waitCap time.Time
@@ -193,16 +185,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
-		cmd, ackErr := runScript(ctx, c.rdb, &o, acquireScript, keys, token, ttlMillis)
-		reply, err := cmd.Int64Slice()
-		if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1) {
-			err = fmt.Errorf("unexpected reply %v from the acquire script", reply)
-		}
-		if err == nil && reply[0] == 1 && ackErr != nil {
-			// Not safe to hold: a failover could lose it. Give it back.
-			_, _ = runScript(context.WithoutCancel(ctx), c.rdb, &options{}, releaseScript, keys[:1], token)
-			err = ackErr
-		}
+		acquired, fence, holderTTL, err := c.store.acquire(ctx, &o, key, token)
 		if err != nil {
 			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
 			if ctxErr := ctx.Err(); ctxErr != nil {
@@ -211,15 +194,14 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}
-		if reply[0] == 1 {
-			l := newLock(c, ctx, name, key, token, reply[1], sent, o)
+		if acquired {
+			l := newLock(c, ctx, name, key, token, fence, sent, o)
 			c.observeAcquire(o, name, start, attempt, l.fence, nil)
 			o.log().Debug("redislock: acquired", "name", name, "fence", l.fence,
 				"attempts", attempt, "wait", time.Since(start), "token", token)
 			return l, nil
 		}
 
-		holderTTL := time.Duration(reply[1]) * time.Millisecond
 		delay, again := o.retry.NextBackoff(attempt)
 		if !again {
 			err := fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL)
@@ -439,7 +421,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.notHeld(); err != nil {
 		return 0, err
 	}
-	reply, err := pttlScript.Run(ctx, l.client.rdb, []string{l.key}, l.token).Int64()
+	reply, err := l.client.store.pttl(ctx, l.key, l.token)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)
@@ -510,11 +492,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // The caller holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	cmd, ackErr := runScript(ctx, l.client.rdb, &l.opts, extendScript, []string{l.key}, l.token, ttl.Milliseconds())
-	reply, err := cmd.Int64()
-	if err == nil && reply == replyDone && ackErr != nil {
-		err = ackErr // extended on the primary only: not confirmed
-	}
+	reply, err := l.client.store.extend(ctx, &l.opts, l.key, l.token, ttl)
 	latency := time.Since(sent)
 	switch {
 	case err != nil:
@@ -662,7 +640,7 @@ func (l *Lock) release(ctx context.Context) (LostReason, error) {
 	l.cancel(ErrReleased) // no effect if the lock was lost first
 	l.mu.Unlock()
 
-	reply, err := releaseScript.Run(ctx, l.client.rdb, []string{l.key}, l.token).Int64()
+	reply, err := l.client.store.release(ctx, l.key, l.token)
 	var reason LostReason
 	switch {
 	case err != nil:

@@ -45,7 +45,7 @@ type options struct {
 	maxHold        time.Duration // 0: no limit
 	replicas       int           // WithReplicaAck; 0: no WAIT
 	replicaTimeout time.Duration
-	err            error         // bad option values, reported by every call
+	err            error // bad option values, reported by every call
 }
 
 func defaultOptions() options {

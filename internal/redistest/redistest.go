@@ -183,6 +183,3 @@ func (s *Server) Restart(t testing.TB) {
 		t.Fatalf("restarting redis-server: %v", err)
 	}
 }
-
-
-
