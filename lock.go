@@ -43,6 +43,31 @@ import (
 type Client struct {
 	store store
 	opts  options
+	// notify is the client that hears release announcements; nil: none.
+	notify redis.UniversalClient
+
+	init      sync.Once
+	scheduler *scheduler
+	waiting   *waitRooms
+}
+
+// watchdog returns the Client's scheduler of extensions.
+func (c *Client) watchdog() *scheduler {
+	c.init.Do(c.setup)
+	return c.scheduler
+}
+
+// rooms returns the Client's waiting rooms.
+func (c *Client) rooms() *waitRooms {
+	c.init.Do(c.setup)
+	return c.waiting
+}
+
+// setup creates the watchdog and waiting rooms on first use, whatever
+// constructor made the Client.
+func (c *Client) setup() {
+	c.scheduler = newScheduler(c.store)
+	c.waiting = newWaitRooms(c.notify)
 }
 
 // New returns a Client on rdb; opts set the defaults of every call. New does
@@ -51,6 +76,9 @@ type Client struct {
 // on the returned Client.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{store: singleStore{rdb}, opts: defaultOptions()}
+	if !isNilClient(rdb) {
+		c.notify = rdb
+	}
 	if isNilClient(rdb) {
 		c.opts.invalid(invalidf("nil redis client"))
 	}
@@ -183,19 +211,42 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 	}()
 
+	// A caller that will wait queues behind the other waiters of this
+	// Client for the same lock (see waitRooms) and keeps its place until
+	// it gives up, or until the lock it got is released or lost.
+	var room *waitRoom
+	if _, waits := o.retry.NextBackoff(1); waits {
+		var err error
+		if room, err = c.rooms().enter(ctx, key, waitCap); err != nil {
+			err = c.gaveUp(name, 0, err)
+			c.observeAcquire(o, name, start, 0, 0, err)
+			return nil, err
+		}
+	}
+	keepRoom := false
+	defer func() {
+		if room != nil && !keepRoom {
+			c.rooms().leave(room)
+		}
+	}()
+	listened := false
+
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
 		acquired, fence, holderTTL, err := c.store.acquire(ctx, &o, key, token)
 		if err != nil {
 			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				err = errors.Join(err, ctxErr)
+				// The context ended during the attempt: that is giving up
+				// waiting, whatever go-redis made of it.
+				err = errors.Join(fmt.Errorf("%w: %q: the context ended during attempt %d", ErrNotAcquired, name, attempt), ctxErr, err)
 			}
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}
 		if acquired {
-			l := newLock(c, ctx, name, key, token, fence, sent, o)
+			keepRoom = true
+			l := newLock(c, ctx, name, key, token, fence, sent, o, room)
 			c.observeAcquire(o, name, start, attempt, l.fence, nil)
 			o.log().Debug("redislock: acquired", "name", name, "fence", l.fence,
 				"attempts", attempt, "wait", time.Since(start), "token", token)
@@ -214,9 +265,17 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			delay = holderTTL
 		}
 		if !waitCap.IsZero() && time.Now().Add(delay).After(waitCap) {
-			err := fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, name, MaxWaitWithoutDeadline)
+			err := c.gaveUp(name, attempt, errWaitCap)
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
+		}
+		if !listened {
+			// Hear the holder's release from now on. Until the
+			// subscription is confirmed a release could pass unheard,
+			// so try again at once after confirming.
+			listened = true
+			c.rooms().listen(ctx, room, delay)
+			continue
 		}
 		if timer == nil {
 			timer = time.NewTimer(delay)
@@ -225,12 +284,23 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 		select {
 		case <-timer.C:
+		case <-room.released:
 		case <-ctx.Done():
-			err := errors.Join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, name, attempt), ctx.Err())
+			err := c.gaveUp(name, attempt, ctx.Err())
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}
 	}
+}
+
+// gaveUp is the error of a wait that ended by the context (matching both
+// ErrNotAcquired and ctx.Err()) or by the cap for a context without
+// deadline.
+func (c *Client) gaveUp(name string, attempts int, why error) error {
+	if why == errWaitCap {
+		return fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, name, MaxWaitWithoutDeadline)
+	}
+	return errors.Join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, name, attempts), why)
 }
 
 func (c *Client) observeAcquire(o options, name string, start time.Time, attempts int, fence int64, err error) {
@@ -313,15 +383,12 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 		errors.As(context.Cause(l.ctx), &lost)
 
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
-		reason, releaseErr := l.release(releaseCtx)
+		foundLost, releaseErr := l.release(releaseCtx)
 		cancelRelease()
 		switch {
 		case lost != nil:
-		case errors.Is(releaseErr, ErrNotHeld) && reason != 0:
-			// The lease ran out (or was taken) while fn ran and nobody
-			// noticed in time (watchdog off, or a pause): report it as
-			// the loss it was.
-			lost = l.reportLoss(reason, nil)
+		case foundLost != nil:
+			lost = foundLost
 		case releaseErr != nil:
 			l.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
 				"name", l.name, "error", releaseErr)
@@ -351,22 +418,40 @@ type Lock struct {
 	// last confirmed one is also the last one Redis executed.
 	extending chan struct{}
 
-	mu               sync.Mutex
-	ttl              time.Duration // current lease; Extend may change it
-	interval         time.Duration // current watchdog interval
-	safeDeadline     time.Time     // monotonic; the lease cannot have ended before it
-	deadlineTimer    *time.Timer
-	maxHoldTimer     *time.Timer
-	lastErr          error // the last extension error, for an Unreachable loss
-	released         bool
-	stopWatchdog     context.CancelFunc
-	watchdogFinished chan struct{}
+	mu            sync.Mutex
+	ttl           time.Duration // current lease; Extend may change it
+	interval      time.Duration // current watchdog interval
+	safeDeadline  time.Time     // monotonic; the lease cannot have ended before it
+	deadlineTimer *time.Timer
+	maxHoldTimer  *time.Timer
+	lastErr       error // the last extension error, for an Unreachable loss
+	released      bool
+	// ended is what ended the hold (a *LostError or ErrReleased), set
+	// before the loss is logged and observed and the context cancelled,
+	// so that whoever sees the context done also finds the log line and
+	// the metric.
+	ended error
+
+	watch watchState // guarded by client.watchdog.mu
+	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
 }
 
-func newLock(c *Client, ctx context.Context, name, key, token string, fence int64, sent time.Time, o options) *Lock {
+// endHold hands the turn to this Client's next waiter, once: on release or
+// on loss, whichever comes first.
+func (l *Lock) endHold() {
+	l.mu.Lock()
+	room := l.room
+	l.room = nil
+	l.mu.Unlock()
+	if room != nil {
+		l.client.rooms().leave(room)
+	}
+}
+
+func newLock(c *Client, ctx context.Context, name, key, token string, fence int64, sent time.Time, o options, room *waitRoom) *Lock {
 	l := &Lock{
-		client: c, opts: o, name: name, key: key, token: token, fence: fence,
-		acquiredAt: sent, extending: make(chan struct{}, 1),
+		client: c, opts: o, name: name, key: key, token: token, fence: fence, room: room,
+		acquiredAt: sent, extending: make(chan struct{}, 1), watch: watchState{index: -1},
 		ttl: o.ttl, interval: o.interval(), safeDeadline: sent.Add(o.ttl - drift(o.ttl)),
 	}
 	// The lock's context keeps ctx's values but not its cancellation: a
@@ -379,10 +464,9 @@ func newLock(c *Client, ctx context.Context, name, key, token string, fence int6
 		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), func() { l.reportLoss(MaxHoldReached, nil) })
 	}
 	if o.watchdog {
-		var watchdogCtx context.Context
-		watchdogCtx, l.stopWatchdog = context.WithCancel(l.ctx)
-		l.watchdogFinished = make(chan struct{})
-		go l.watch(watchdogCtx)
+		c.watchdog().schedule(l, sent.Add(l.interval), l.interval)
+	} else {
+		l.watch.unwatched = true
 	}
 	return l
 }
@@ -438,10 +522,12 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
 // ended (released or lost), and nil before.
 func (l *Lock) notHeld() error {
-	if l.ctx.Err() == nil {
+	l.mu.Lock()
+	cause := l.ended
+	l.mu.Unlock()
+	if cause == nil {
 		return nil
 	}
-	cause := context.Cause(l.ctx)
 	if errors.Is(cause, ErrReleased) {
 		return fmt.Errorf("%w: %q was released", ErrNotHeld, l.name)
 	}
@@ -487,19 +573,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
-// extendOnce sends one extension and records its outcome: a confirmed
-// extension moves the safe deadline; a "not ours" reply loses the lock.
-// The caller holds l.extending.
+// extendOnce sends one extension and records its outcome. The caller
+// holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
 	reply, err := l.client.store.extend(ctx, &l.opts, l.key, l.token, ttl)
-	latency := time.Since(sent)
+	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
+}
+
+// recordExtension records the outcome of an extension sent at sent: a
+// confirmed one moves the safe deadline; a "not ours" reply loses the lock;
+// an error is kept for the Unreachable loss it may turn into.
+func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("redislock: extend %q: %w", l.name, err)
 		l.mu.Lock()
 		// Keep what Redis said over our own deadline cutting a call short.
-		if l.lastErr == nil || ctx.Err() == nil {
+		if l.lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
 			l.lastErr = err
 		}
 		l.mu.Unlock()
@@ -521,7 +612,7 @@ func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog boo
 func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx.Err() != nil {
+	if l.ended != nil {
 		return
 	}
 	l.safeDeadline = sent.Add(ttl - drift(ttl))
@@ -533,7 +624,7 @@ func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
 // way, so that a stalled connection cannot delay the loss signal.
 func (l *Lock) onSafeDeadline() {
 	l.mu.Lock()
-	if l.ctx.Err() != nil {
+	if l.ended != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -549,19 +640,18 @@ func (l *Lock) onSafeDeadline() {
 	}
 	lost := l.loseLocked(reason, lastErr)
 	l.mu.Unlock()
-	l.announceLoss(lost)
+	l.finishLoss(lost)
 }
 
 // reportLoss ends the hold with reason unless it has already ended, and
-// returns the loss that ended it (nil if it ended by Release).
+// returns the loss that ended it. A loss found by the release itself (the
+// hold was ended by Release) is announced but changes nothing else.
 func (l *Lock) reportLoss(reason LostReason, cause error) *LostError {
 	l.mu.Lock()
-	if l.ctx.Err() != nil {
+	if l.ended != nil {
+		earlier, _ := l.ended.(*LostError)
 		l.mu.Unlock()
-		var earlier *LostError
-		errors.As(context.Cause(l.ctx), &earlier)
 		if earlier == nil {
-			// Released already; the loss was found by the release itself.
 			lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 			l.announceLoss(lost)
 			return lost
@@ -570,20 +660,33 @@ func (l *Lock) reportLoss(reason LostReason, cause error) *LostError {
 	}
 	lost := l.loseLocked(reason, cause)
 	l.mu.Unlock()
-	l.announceLoss(lost)
+	l.finishLoss(lost)
 	return lost
 }
 
+// loseLocked marks the hold as lost; finishLoss, called without l.mu,
+// then announces it and cancels the context.
 func (l *Lock) loseLocked(reason LostReason, cause error) *LostError {
 	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
-	l.cancel(lost)
+	l.ended = lost
 	l.stopTimersLocked()
 	return lost
 }
 
+func (l *Lock) finishLoss(lost *LostError) {
+	l.client.watchdog().unwatch(l)
+	l.announceLoss(lost)
+	l.endHold()
+	l.cancel(lost)
+}
+
+// announceLoss logs the loss at Error and reports it to the Observer.
 func (l *Lock) announceLoss(lost *LostError) {
-	l.opts.log().Error("redislock: lock lost", "name", l.name, "reason", lost.Reason.String(),
-		"held_for", lost.HeldFor, "error", lost.Err)
+	attrs := []any{"name", l.name, "reason", lost.Reason.String(), "held_for", lost.HeldFor}
+	if lost.Err != nil {
+		attrs = append(attrs, "error", lost.Err)
+	}
+	l.opts.log().Error("redislock: lock lost", attrs...)
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveLost(LostEvent{Name: l.name, Reason: lost.Reason, HeldFor: lost.HeldFor})
 	}
@@ -614,30 +717,34 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// release is Release that also returns why the lock was not ours, when the
-// script said so.
-func (l *Lock) release(ctx context.Context) (LostReason, error) {
+// release is Release that also returns the loss it found, when the script
+// said the key was no longer ours: the lease ran out (or was taken) while
+// held and nobody noticed in time (watchdog off, or a pause). That loss is
+// logged and observed like any other.
+func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("redislock: release %q: %w", l.name, err)
+		return nil, fmt.Errorf("redislock: release %q: %w", l.name, err)
 	}
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
+		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
 	}
-	stop, finished := l.stopWatchdog, l.watchdogFinished
 	l.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-finished // the watchdog's calls are bounded by the safe deadline
-	}
+	// Stop the watchdog for this lock and wait for an extension under way.
+	l.client.watchdog().unwatch(l)
+	l.extending <- struct{}{}
+	<-l.extending
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
+		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
 	}
 	l.stopTimersLocked()
-	l.cancel(ErrReleased) // no effect if the lock was lost first
+	if l.ended == nil {
+		l.ended = ErrReleased
+	}
+	l.cancel(l.ended) // a loss found first stays the cause
 	l.mu.Unlock()
 
 	reply, err := l.client.store.release(ctx, l.key, l.token)
@@ -650,6 +757,9 @@ func (l *Lock) release(ctx context.Context) (LostReason, error) {
 		reason = reasonFor(reply)
 		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
 	}
+	// Whatever the outcome, this hold is over for the local waiters: the
+	// key is gone, someone else's, or left to expire.
+	l.endHold()
 	if err == nil || reason != 0 {
 		l.mu.Lock()
 		l.released = true
@@ -660,5 +770,9 @@ func (l *Lock) release(ctx context.Context) (LostReason, error) {
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: heldFor, Err: err})
 	}
-	return reason, err
+	var lost *LostError
+	if reason != 0 {
+		lost = l.reportLoss(reason, nil)
+	}
+	return lost, err
 }

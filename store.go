@@ -71,7 +71,11 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 }
 
 func (s singleStore) release(ctx context.Context, key, token string) (int64, error) {
-	return releaseScript.Run(ctx, s.rdb, []string{key}, token).Int64()
+	publish := "PUBLISH"
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		publish = "SPUBLISH" // the channel lives on the lock's node
+	}
+	return releaseScript.Run(ctx, s.rdb, []string{key}, token, releaseChannel(key), publish).Int64()
 }
 
 func (s singleStore) pttl(ctx context.Context, key, token string) (int64, error) {
@@ -120,4 +124,40 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 		return reply, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
 	}
 	return reply, nil
+}
+
+// extendBatch extends many locks in one round trip: their EVALSHAs go in one
+// pipeline (on a cluster go-redis splits it by node), those that met
+// NOSCRIPT are sent again with EVAL. Locks with WithReplicaAck are extended
+// one by one, each with its WAIT.
+func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(reqs))
+	for i := range reqs {
+		if reqs[i].opts.replicas > 0 {
+			continue
+		}
+		cmds[i] = extendScript.EvalSha(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	var retry []int
+	for i, cmd := range cmds {
+		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+			cmds[i] = extendScript.Eval(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+		}
+	}
+	if len(retry) > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if cmds[i] == nil {
+			r.reply, r.err = s.extend(ctx, r.opts, r.key, r.token, r.ttl)
+			continue
+		}
+		r.reply, r.err = cmds[i].Int64()
+	}
 }

@@ -3,7 +3,9 @@
 -- KEYS[2]  optional: the fence counter key (same hash slot as KEYS[1])
 -- ARGV[1]  the holder's token
 -- ARGV[2]  the TTL in milliseconds
--- Returns  {1, fence}  acquired; fence is 0 when KEYS[2] is absent
+-- Returns  {1, fence}  acquired (also when the key already holds ARGV[1]: a
+--                      retried command whose first reply was lost);
+--                      fence is 0 when KEYS[2] is absent
 --          {0, pttl}   held by someone else; pttl is their remaining TTL in ms
 --                      (-1: the key has no expiry)
 --          an error    WRONGTYPE when the key holds a non-string value, or the
@@ -19,6 +21,16 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return fence
   end
   return {1, fence}
+end
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  -- Our own earlier attempt won but its reply was lost, and the client
+  -- sent the command again: it is ours. Renew it, and take a new fence
+  -- (still higher than any other holder's).
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if #KEYS < 2 then
+    return {1, 0}
+  end
+  return {1, redis.call('INCR', KEYS[2])}
 end
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')

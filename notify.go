@@ -1,0 +1,259 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiting without hammering Redis.
+//
+// Goroutines of one Client that wait for the same lock meet in a waitRoom.
+// Only the room's turn holder talks to Redis; the others queue in-process,
+// first come first served, and get the turn when the holder acquires and
+// then releases (or loses) the lock, or gives up waiting. Every acquisition
+// is still a real Redis acquisition with its own token and fence: the turn
+// only decides who tries next in this process.
+//
+// The turn holder wakes up when the lock is released anywhere: the release
+// script publishes on the lock's channel (lock key + ":released"), and the
+// Client's notifier, subscribed to the channels of its rooms, wakes the
+// room. A lost message costs latency only: the turn holder also wakes at
+// its backoff and at the holder's remaining TTL.
+
+func releaseChannel(key string) string { return key + ":released" }
+
+type waitRooms struct {
+	notifier *notifier
+
+	mu    sync.Mutex
+	rooms map[string]*waitRoom
+}
+
+type waitRoom struct {
+	key      string
+	turnHeld bool
+	queue    []chan struct{} // closed to hand over the turn
+	released chan struct{}   // buffered: a release was announced
+	sub      *subscription   // nil until the turn holder first waited
+}
+
+// newWaitRooms returns the rooms of a Client; rdb nil means no release
+// announcements to listen to (the turn holder polls).
+func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
+	var n *notifier
+	if rdb != nil {
+		n = newNotifier(rdb)
+	}
+	return &waitRooms{notifier: n, rooms: map[string]*waitRoom{}}
+}
+
+var errWaitCap = errors.New("waited MaxWaitWithoutDeadline")
+
+// enter returns the room of key with its turn held by the caller, waiting
+// in line if another goroutine of this Client holds it. It fails with
+// ctx's error, or with errWaitCap at deadline (when not zero).
+func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (*waitRoom, error) {
+	w.mu.Lock()
+	room := w.rooms[key]
+	if room == nil {
+		room = &waitRoom{key: key, released: make(chan struct{}, 1)}
+		w.rooms[key] = room
+	}
+	if !room.turnHeld {
+		room.turnHeld = true
+		w.mu.Unlock()
+		return room, nil
+	}
+	turn := make(chan struct{})
+	room.queue = append(room.queue, turn)
+	w.mu.Unlock()
+
+	var capped <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		capped = t.C
+	}
+	var err error
+	select {
+	case <-turn:
+		return room, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-capped:
+		err = errWaitCap
+	}
+	w.mu.Lock()
+	for i, queued := range room.queue {
+		if queued == turn {
+			room.queue = append(room.queue[:i], room.queue[i+1:]...)
+			w.mu.Unlock()
+			return nil, err
+		}
+	}
+	w.mu.Unlock()
+	// The turn was handed to us as we gave up: pass it on.
+	w.leave(room)
+	return nil, err
+}
+
+// leave hands the turn to the next in line, or closes the room.
+func (w *waitRooms) leave(room *waitRoom) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(room.queue) > 0 {
+		next := room.queue[0]
+		room.queue = room.queue[1:]
+		close(next)
+		return
+	}
+	room.turnHeld = false
+	delete(w.rooms, room.key)
+	if room.sub != nil {
+		w.notifier.unsubscribe(room.sub)
+		room.sub = nil
+	}
+}
+
+// listen makes sure the room hears release announcements, and reports
+// whether the subscription is confirmed: until it is, a release can go
+// unheard, so the caller should try again at once after confirming.
+func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration) {
+	if w.notifier == nil {
+		return
+	}
+	w.mu.Lock()
+	if room.sub == nil {
+		room.sub = w.notifier.subscribe(releaseChannel(room.key), room.released)
+	}
+	sub := room.sub
+	w.mu.Unlock()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-sub.ready:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// notifier shares one pub/sub connection among every room of a Client
+// (on a cluster, one sharded subscription per channel, since the channels
+// live on different nodes). Its reader goroutine runs while at least one
+// channel is subscribed.
+type notifier struct {
+	rdb     redis.UniversalClient
+	sharded bool
+
+	mu      sync.Mutex
+	pubsub  *redis.PubSub // one connection (not sharded)
+	reading chan struct{} // closed when the reader exits
+	subs    map[string]*subscription
+}
+
+type subscription struct {
+	channel string
+	wake    chan struct{} // the room's released channel
+	ready   chan struct{} // closed once the server confirmed
+	pubsub  *redis.PubSub // sharded mode: its own
+	done    chan struct{} // sharded mode: reader exited
+}
+
+func newNotifier(rdb redis.UniversalClient) *notifier {
+	_, sharded := rdb.(*redis.ClusterClient)
+	return &notifier{rdb: rdb, sharded: sharded, subs: map[string]*subscription{}}
+}
+
+func (n *notifier) subscribe(channel string, wake chan struct{}) *subscription {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sub := &subscription{channel: channel, wake: wake, ready: make(chan struct{})}
+	n.subs[channel] = sub
+	ctx := context.Background()
+	if n.sharded {
+		sub.pubsub = n.rdb.SSubscribe(ctx, channel)
+		sub.done = make(chan struct{})
+		go n.read(sub.pubsub, sub.done)
+		return sub
+	}
+	if n.pubsub == nil {
+		n.pubsub = n.rdb.Subscribe(ctx, channel)
+		n.reading = make(chan struct{})
+		go n.read(n.pubsub, n.reading)
+	} else {
+		_ = n.pubsub.Subscribe(ctx, channel) // a failure only costs latency
+	}
+	return sub
+}
+
+func (n *notifier) unsubscribe(sub *subscription) {
+	n.mu.Lock()
+	delete(n.subs, sub.channel)
+	var closing *redis.PubSub
+	var done chan struct{}
+	switch {
+	case n.sharded:
+		closing, done = sub.pubsub, sub.done
+	case len(n.subs) == 0:
+		closing, done = n.pubsub, n.reading
+		n.pubsub, n.reading = nil, nil
+	default:
+		_ = n.pubsub.Unsubscribe(context.Background(), sub.channel)
+	}
+	n.mu.Unlock()
+	if closing != nil {
+		_ = closing.Close()
+		<-done
+	}
+}
+
+// read dispatches messages until its pub/sub is closed.
+func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	ctx := context.Background()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			// go-redis reconnects and resubscribes on the next Receive;
+			// a release missed meanwhile only costs latency. Avoid
+			// spinning on a dead server.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		var channel string
+		confirmed := false
+		switch m := msg.(type) {
+		case *redis.Message:
+			channel = m.Channel
+		case *redis.Subscription:
+			channel, confirmed = m.Channel, m.Kind == "subscribe" || m.Kind == "ssubscribe"
+		default:
+			continue
+		}
+		n.mu.Lock()
+		sub := n.subs[channel]
+		n.mu.Unlock()
+		if sub == nil {
+			continue
+		}
+		if confirmed {
+			select {
+			case <-sub.ready:
+			default:
+				close(sub.ready)
+			}
+			continue
+		}
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+}

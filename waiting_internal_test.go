@@ -1,0 +1,166 @@
+package redislock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// countingStore records which tokens tried to acquire.
+type countingStore struct {
+	store
+	mu     sync.Mutex
+	tokens map[string]int
+}
+
+func (s *countingStore) acquire(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+	s.mu.Lock()
+	s.tokens[token]++
+	s.mu.Unlock()
+	return s.store.acquire(ctx, o, key, token)
+}
+
+func (s *countingStore) attempts() (tokens, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.tokens {
+		total += n
+	}
+	return len(s.tokens), total
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newInternalClient(t *testing.T) (*Client, *countingStore, *redis.Client) {
+	t.Helper()
+	mini := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := New(rdb, WithLogger(discard()))
+	counting := &countingStore{store: c.store, tokens: map[string]int{}}
+	c.store = counting
+	return c, counting, rdb
+}
+
+func (w *waitRooms) queued(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.rooms[key]; room != nil {
+		return len(room.queue)
+	}
+	return -1
+}
+
+func waitFor(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}
+
+func TestWaitersOfOneClientQueueInOrderAndOnlyTheHeadAsksRedis(t *testing.T) {
+	c, counting, rdb := newInternalClient(t)
+	ctx := context.Background()
+	other := New(rdb, WithLogger(discard())) // another pod holds the lock
+	holder, err := other.Acquire(ctx, "job", WithTTL(time.Minute))
+	require.NoError(t, err)
+
+	const waiters = 5
+	order := make(chan int, waiters)
+	errs := make(chan error, waiters)
+	var fences sync.Map
+	for i := range waiters {
+		go func() {
+			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			l, err := c.Acquire(waitCtx, "job", WithRetry(LinearBackoff(2*time.Millisecond)), WithFencing())
+			if err != nil {
+				errs <- err
+				return
+			}
+			order <- i
+			fences.Store(i, l.Fence())
+			errs <- l.Release(ctx)
+		}()
+		// Let waiter i take its place before the next one arrives.
+		waitFor(t, func() bool { return c.rooms().queued("lock:{job}") == i }, "waiter did not queue")
+	}
+	// The head has been polling meanwhile; make sure it tried a few times.
+	waitFor(t, func() bool { _, total := counting.attempts(); return total >= 5 }, "the head never tried")
+	tokens, _ := counting.attempts()
+	require.Equal(t, 1, tokens, "only the head of the queue talks to Redis")
+
+	require.NoError(t, holder.Release(ctx))
+	for range waiters {
+		require.NoError(t, <-errs)
+	}
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	require.Equal(t, []int{0, 1, 2, 3, 4}, got, "first come, first served")
+	tokens, _ = counting.attempts()
+	require.Equal(t, waiters, tokens, "each waiter made its own real acquisition")
+	seen := map[int64]bool{}
+	fences.Range(func(_, v any) bool { seen[v.(int64)] = true; return true })
+	require.Len(t, seen, waiters, "each acquisition took its own fence")
+
+	waitFor(t, func() bool { return c.rooms().queued("lock:{job}") == -1 }, "the room was not closed")
+}
+
+func TestWaitersWhoGiveUpLeaveNothingBehind(t *testing.T) {
+	c, _, rdb := newInternalClient(t)
+	ctx := context.Background()
+	holder, err := New(rdb, WithLogger(discard())).Acquire(ctx, "job", WithTTL(time.Minute))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err := c.Acquire(waitCtx, "job", WithRetry(LinearBackoff(time.Hour)))
+			require.ErrorIs(t, err, ErrNotAcquired)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, -1, c.rooms().queued("lock:{job}"), "no room left")
+	n := c.rooms().notifier
+	n.mu.Lock()
+	require.Empty(t, n.subs)
+	require.Nil(t, n.pubsub, "the pub/sub connection is closed")
+	n.mu.Unlock()
+	require.NoError(t, holder.Release(ctx))
+}
+
+func TestALostLockHandsTheTurnOn(t *testing.T) {
+	c, _, rdb := newInternalClient(t)
+	ctx := context.Background()
+	first, err := c.Acquire(ctx, "job", WithRetry(LinearBackoff(time.Millisecond)), WithExtendInterval(5*time.Millisecond))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		l, err := c.Acquire(waitCtx, "job", WithRetry(LinearBackoff(time.Millisecond)))
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool { return c.rooms().queued("lock:{job}") == 1 }, "the second waiter did not queue")
+	require.NoError(t, rdb.Del(ctx, first.Key()).Err()) // lost, and never released
+	<-first.Context().Done()
+	require.NoError(t, <-got, "the next waiter got its turn without a Release")
+}
