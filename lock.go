@@ -30,6 +30,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -513,8 +514,10 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.name)
 	case reply == -3:
 		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.name)
-	case reply < 0:
+	case reply == -1:
 		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.name)
+	case reply < 0 || reply > int64(math.MaxInt64/time.Millisecond):
+		return 0, fmt.Errorf("redislock: TTL of %q: unexpected reply %d from the pttl script", l.name, reply)
 	}
 	return time.Duration(reply) * time.Millisecond, nil
 }

@@ -461,6 +461,20 @@ func TestRetryStrategies(t *testing.T) {
 		}
 		require.Greater(t, len(seen), 50, "waits are jittered")
 	})
+	t.Run("an invalid ExponentialBackoff wrapped in a caller's strategy gives up instead of panicking", func(t *testing.T) {
+		inner := redislock.ExponentialBackoff(10*time.Millisecond, time.Millisecond)
+		require.NotPanics(t, func() {
+			_, again := inner.NextBackoff(1)
+			require.False(t, again)
+		})
+		wrapped := retryFunc(func(attempt int) (time.Duration, bool) { return inner.NextBackoff(attempt) })
+		rdb := newMini(t)
+		holder, err := redislock.New(rdb, quiet).Acquire(context.Background(), "job")
+		require.NoError(t, err)
+		_, err = redislock.New(rdb, quiet).Acquire(context.Background(), "job", redislock.WithRetry(wrapped))
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.NoError(t, holder.Release(context.Background()))
+	})
 	t.Run("LimitRetry counts afresh for every call", func(t *testing.T) {
 		s := redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)
 		for range 3 { // the same value, reused: no hidden counter

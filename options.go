@@ -260,6 +260,11 @@ func LinearBackoff(d time.Duration) RetryStrategy { return linearBackoff{d} }
 type exponentialBackoff struct{ min, max time.Duration }
 
 func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
+	if s.validate() != nil {
+		// Only reachable when a caller's own strategy wraps an invalid
+		// one, which Acquire cannot see: give up rather than panic.
+		return 0, false
+	}
 	ceiling := s.max
 	if attempt < 1 {
 		attempt = 1

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,14 +45,15 @@ func (s singleStore) acquire(ctx context.Context, o *options, key, token string)
 	}
 	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds())
 	reply, err := cmd.Int64Slice()
-	if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1) {
+	if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1 ||
+		reply[0] == 1 && (o.fencing && reply[1] < 1 || !o.fencing && reply[1] != 0)) {
 		err = fmt.Errorf("unexpected reply %v from the acquire script", reply)
 	}
 	if err != nil {
 		return false, 0, 0, err
 	}
 	if reply[0] == 0 {
-		return false, 0, time.Duration(reply[1]) * time.Millisecond, nil
+		return false, 0, holderTTL(reply[1]), nil
 	}
 	if ackErr != nil {
 		// Not safe to hold: a failover could lose it. Give it back.
@@ -160,4 +162,17 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		}
 		r.reply, r.err = cmds[i].Int64()
 	}
+}
+
+// holderTTL converts a holder's PTTL reply: a lease about to end (0) is
+// reported as 1ms so that waiters retry then, and values that cannot be a
+// TTL (negative: no expiry; beyond any Duration) as unknown.
+func holderTTL(millis int64) time.Duration {
+	switch {
+	case millis == 0:
+		return time.Millisecond
+	case millis < 0 || millis > int64(math.MaxInt64/time.Millisecond):
+		return 0
+	}
+	return time.Duration(millis) * time.Millisecond
 }

@@ -1,0 +1,451 @@
+package redislock_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+)
+
+// closeConn is a fake reply that makes the fake server hang up instead of
+// answering.
+const closeConn = "<close>"
+
+// fakeRedis is a tiny RESP2 server on 127.0.0.1 that answers the library's
+// scripts with whatever a test chooses: the way to see what the library
+// does with replies a real Redis would never send.
+type fakeRedis struct {
+	ln      net.Listener
+	scripts map[string]string // SHA1 and source -> script name ("acquire", ...)
+
+	mu      sync.Mutex
+	replies map[string]string // script name -> raw RESP reply, or closeConn
+	argv    map[string][]string
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+// startFakeRedis listens on a free loopback port and stops at cleanup. By
+// default it answers like a Redis where every lock is free and ours.
+func startFakeRedis(t testing.TB) *fakeRedis {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeRedis{
+		ln:      ln,
+		scripts: map[string]string{},
+		replies: map[string]string{
+			"acquire": "*2\r\n:1\r\n:0\r\n",
+			"extend":  ":1\r\n",
+			"release": ":1\r\n",
+			"pttl":    ":30000\r\n",
+		},
+		argv:  map[string][]string{},
+		conns: map[net.Conn]struct{}{},
+	}
+	for name := range f.replies {
+		src, err := os.ReadFile("lua/" + name + ".lua")
+		require.NoError(t, err)
+		sum := sha1.Sum(src)
+		f.scripts[hex.EncodeToString(sum[:])] = name
+		f.scripts[string(src)] = name
+	}
+	f.wg.Add(1)
+	go f.serve()
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fakeRedis) addr() string { return f.ln.Addr().String() }
+
+// answer sets the raw reply to the named script.
+func (f *fakeRedis) answer(script, raw string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replies[script] = raw
+}
+
+// lastArgv returns the ARGV of the last call of the named script.
+func (f *fakeRedis) lastArgv(script string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.argv[script]
+}
+
+func (f *fakeRedis) stop() {
+	_ = f.ln.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func (f *fakeRedis) serve() {
+	defer f.wg.Done()
+	for {
+		conn, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.conns[conn] = struct{}{}
+		f.mu.Unlock()
+		f.wg.Add(1)
+		go f.handle(conn)
+	}
+}
+
+func (f *fakeRedis) handle(conn net.Conn) {
+	defer f.wg.Done()
+	defer func() {
+		_ = conn.Close()
+		f.mu.Lock()
+		delete(f.conns, conn)
+		f.mu.Unlock()
+	}()
+	r := bufio.NewReader(conn)
+	for {
+		cmd, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		reply := f.reply(cmd)
+		if reply == closeConn {
+			return
+		}
+		if _, err := io.WriteString(conn, reply); err != nil {
+			return
+		}
+	}
+}
+
+// reply chooses the answer to one command.
+func (f *fakeRedis) reply(cmd []string) string {
+	switch strings.ToUpper(cmd[0]) {
+	case "HELLO":
+		// Like a Redis older than 6: go-redis falls back to RESP2.
+		return "-ERR unknown command 'HELLO'\r\n"
+	case "EVALSHA", "EVAL":
+		if len(cmd) < 3 {
+			return "-ERR wrong number of arguments\r\n"
+		}
+		name, ok := f.scripts[cmd[1]]
+		if !ok {
+			return "-NOSCRIPT No matching script.\r\n"
+		}
+		numKeys, err := strconv.Atoi(cmd[2])
+		if err != nil || 3+numKeys > len(cmd) {
+			return "-ERR bad numkeys\r\n"
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.argv[name] = cmd[3+numKeys:]
+		return f.replies[name]
+	}
+	return "+OK\r\n"
+}
+
+// readCommand reads one RESP array of bulk strings, the form every client
+// sends.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(line, "*") {
+		return nil, fmt.Errorf("not an array: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("bad array header %q", line)
+	}
+	cmd := make([]string, n)
+	for i := range cmd {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+		if err != nil || size < 0 {
+			return nil, fmt.Errorf("bad bulk header %q", line)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		cmd[i] = string(buf[:size])
+	}
+	return cmd, nil
+}
+
+// fakeClient is a go-redis client on the fake server that does not retry,
+// so each call sees exactly one garbage reply.
+func fakeClient(t testing.TB, f *fakeRedis) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr: f.addr(), MaxRetries: -1,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// garbage is a reply no script of the library can produce.
+type garbage struct{ name, raw string }
+
+// commonGarbage are replies that are wrong for every script.
+var commonGarbage = []garbage{
+	{"an error reply", "-ERR something broke\r\n"},
+	{"a WRONGTYPE error", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+	{"a NOPERM error", "-NOPERM this user has no permissions to run the 'evalsha' command\r\n"},
+	{"a nil bulk string", "$-1\r\n"},
+	{"a nil array", "*-1\r\n"},
+	{"a non-numeric bulk string", "$5\r\nhello\r\n"},
+	{"an empty bulk string", "$0\r\n\r\n"},
+	{"a status reply", "+OK\r\n"},
+	{"a closed connection", closeConn},
+}
+
+// arrayGarbage are arrays, wrong for every script.
+var arrayGarbage = []garbage{
+	{"an empty array", "*0\r\n"},
+	{"an array of one", "*1\r\n:1\r\n"},
+	{"an array of three", "*3\r\n:1\r\n:0\r\n:0\r\n"},
+	{"an array with a nil", "*2\r\n:1\r\n$-1\r\n"},
+	{"an array with a word", "*2\r\n:1\r\n$3\r\nabc\r\n"},
+	{"an array with an error", "*2\r\n:1\r\n-ERR inner\r\n"},
+	{"a nested array", "*2\r\n*1\r\n:1\r\n:0\r\n"},
+	{"a number too big for int64", "*2\r\n:1\r\n:99999999999999999999\r\n"},
+}
+
+func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
+	f := startFakeRedis(t)
+	rdb := fakeClient(t, f)
+	ctx := context.Background()
+
+	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
+	cases = append(cases,
+		garbage{"an integer", ":1\r\n"},
+		garbage{"a first element other than 0 or 1", "*2\r\n:2\r\n:0\r\n"},
+		garbage{"a negative first element", "*2\r\n:-1\r\n:0\r\n"},
+		garbage{"acquired with a negative fence", "*2\r\n:1\r\n:-5\r\n"},
+	)
+	for _, g := range cases {
+		t.Run(g.name, func(t *testing.T) {
+			f.answer("acquire", g.raw)
+			for _, fencing := range []bool{false, true} {
+				opts := []redislock.Option{quiet, redislock.WithWatchdog(false)}
+				if fencing {
+					opts = append(opts, redislock.WithFencing())
+				}
+				l, err := redislock.New(rdb, opts...).Acquire(ctx, "job")
+				require.Error(t, err, "fencing=%v", fencing)
+				require.Nil(t, l, "no lock from garbage")
+				require.NotErrorIs(t, err, redislock.ErrNotAcquired, "garbage is not 'held by someone else'")
+				require.NotErrorIs(t, err, redislock.ErrInvalidArgument)
+				require.Contains(t, err.Error(), `acquire "job"`, "the error names the operation and the lock")
+
+				ran := false
+				err = redislock.New(rdb, opts...).RunWithLock(ctx, "job", func(context.Context) error { ran = true; return nil })
+				require.Error(t, err)
+				require.False(t, ran, "fn never runs on garbage (fail closed)")
+			}
+		})
+	}
+
+	t.Run("the fake server answers a well-formed reply with a lock", func(t *testing.T) {
+		// The control: the same server and client do give a lock when the
+		// reply is right, so the errors above come from the garbage.
+		f.answer("acquire", "*2\r\n:1\r\n:0\r\n")
+		l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false)).Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, l.Token(), f.lastArgv("acquire")[0], "the token went to the server as ARGV[1]")
+		require.NoError(t, l.Release(ctx))
+	})
+
+	t.Run("a fence that does not match the request is not a lock", func(t *testing.T) {
+		f.answer("acquire", "*2\r\n:1\r\n:0\r\n") // no fence, though one was asked for
+		l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false), redislock.WithFencing()).Acquire(ctx, "job")
+		require.Error(t, err)
+		require.Nil(t, l)
+		f.answer("acquire", "*2\r\n:1\r\n:7\r\n") // a fence nobody asked for
+		l, err = redislock.New(rdb, quiet, redislock.WithWatchdog(false)).Acquire(ctx, "job")
+		require.Error(t, err)
+		require.Nil(t, l)
+	})
+
+	t.Run("a held reply with a nonsense holder TTL is not a lock", func(t *testing.T) {
+		for _, raw := range []string{"*2\r\n:0\r\n:-7\r\n", "*2\r\n:0\r\n:9223372036854775807\r\n"} {
+			f.answer("acquire", raw)
+			waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			l, err := redislock.New(rdb, quiet).Acquire(waitCtx, "job",
+				redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 3)))
+			cancel()
+			require.ErrorIs(t, err, redislock.ErrNotAcquired, "reply %q", raw)
+			require.Nil(t, l)
+		}
+	})
+}
+
+// heldOnFake returns a lock held on the fake server (well-formed replies),
+// with the watchdog off so that only the test's calls reach the server.
+func heldOnFake(t *testing.T, f *fakeRedis, rdb *redis.Client) *redislock.Lock {
+	t.Helper()
+	f.answer("acquire", "*2\r\n:1\r\n:0\r\n")
+	f.answer("extend", ":1\r\n")
+	f.answer("release", ":1\r\n")
+	f.answer("pttl", ":30000\r\n")
+	l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false)).Acquire(context.Background(), "job")
+	require.NoError(t, err)
+	return l
+}
+
+func TestExtendReleaseAndTTLTurnEveryGarbageReplyIntoAnError(t *testing.T) {
+	f := startFakeRedis(t)
+	rdb := fakeClient(t, f)
+	ctx := context.Background()
+	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
+
+	for _, g := range cases {
+		t.Run(g.name, func(t *testing.T) {
+			t.Run("Extend", func(t *testing.T) {
+				l := heldOnFake(t, f, rdb)
+				f.answer("extend", g.raw)
+				require.Error(t, l.Extend(ctx, time.Minute))
+				f.answer("extend", ":1\r\n")
+				require.NoError(t, l.Extend(ctx, time.Minute), "a garbage reply leaves the lock as it was")
+				require.NoError(t, l.Release(ctx))
+			})
+			t.Run("Release", func(t *testing.T) {
+				l := heldOnFake(t, f, rdb)
+				f.answer("release", g.raw)
+				err := l.Release(ctx)
+				require.Error(t, err)
+				require.ErrorIs(t, context.Cause(l.Context()), redislock.ErrReleased, "the hold ended all the same")
+				f.answer("release", ":1\r\n")
+				require.NoError(t, l.Release(ctx), "Release may be called again after an error")
+			})
+			t.Run("TTL", func(t *testing.T) {
+				l := heldOnFake(t, f, rdb)
+				f.answer("pttl", g.raw)
+				ttl, err := l.TTL(ctx)
+				require.Error(t, err)
+				require.Zero(t, ttl)
+				require.NoError(t, l.Release(ctx))
+			})
+		})
+	}
+
+	t.Run("an unknown integer from extend or release means the lock is not ours", func(t *testing.T) {
+		for _, raw := range []string{":2\r\n", ":-5\r\n", ":9223372036854775807\r\n"} {
+			l := heldOnFake(t, f, rdb)
+			f.answer("extend", raw)
+			require.ErrorIs(t, l.Extend(ctx, time.Minute), redislock.ErrNotHeld, "extend reply %q", raw)
+			requireLost(t, l.Context(), redislock.Taken)
+			require.NoError(t, l.Release(ctx), "the key may still be ours: release still tries")
+
+			l = heldOnFake(t, f, rdb)
+			f.answer("release", raw)
+			require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "release reply %q", raw)
+		}
+	})
+
+	t.Run("a negative TTL other than the documented ones is an error", func(t *testing.T) {
+		for _, raw := range []string{":-1\r\n", ":-4\r\n", ":-9223372036854775808\r\n", ":9223372036854775807\r\n"} {
+			l := heldOnFake(t, f, rdb)
+			f.answer("pttl", raw)
+			ttl, err := l.TTL(ctx)
+			require.Error(t, err, "pttl reply %q", raw)
+			require.Zero(t, ttl)
+			require.NoError(t, l.Release(ctx))
+		}
+	})
+}
+
+func TestWrongTypeKeysAreErrorsNeverLocks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet, redislock.WithWatchdog(false))
+		setters := map[string]func(key string) error{
+			"hash":   func(key string) error { return b.rdb.HSet(ctx, key, "f", "v").Err() },
+			"list":   func(key string) error { return b.rdb.RPush(ctx, key, "v").Err() },
+			"set":    func(key string) error { return b.rdb.SAdd(ctx, key, "v").Err() },
+			"sorted": func(key string) error { return b.rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "v"}).Err() },
+		}
+		for kind, set := range setters {
+			t.Run("Acquire on a key holding a "+kind, func(t *testing.T) {
+				name := "acq-" + kind
+				require.NoError(t, set("lock:{"+name+"}"))
+				for _, opts := range [][]redislock.Option{nil, {redislock.WithFencing()}} {
+					l, err := c.Acquire(ctx, name, opts...)
+					require.Error(t, err)
+					require.Nil(t, l)
+					require.NotErrorIs(t, err, redislock.ErrNotAcquired)
+					require.ErrorContains(t, err, "WRONGTYPE")
+					require.False(t, errors.Is(err, redislock.ErrInvalidArgument))
+				}
+				require.Equal(t, kind, typeName(b.rdb.Type(ctx, "lock:{"+name+"}").Val()), "the foreign value is untouched")
+			})
+			t.Run("fence counter holding a "+kind, func(t *testing.T) {
+				name := "fence-" + kind
+				require.NoError(t, set("lock:{"+name+"}:fence"))
+				l, err := c.Acquire(ctx, name, redislock.WithFencing())
+				require.Error(t, err)
+				require.Nil(t, l)
+				require.ErrorContains(t, err, "WRONGTYPE")
+				require.Zero(t, b.rdb.Exists(ctx, "lock:{"+name+"}").Val(), "the failed acquire left no lock")
+			})
+			t.Run("a held lock whose key became a "+kind, func(t *testing.T) {
+				name := "held-" + kind
+				replace := func(l *redislock.Lock) {
+					t.Helper()
+					require.NoError(t, b.rdb.Del(ctx, l.Key()).Err())
+					require.NoError(t, set(l.Key()))
+				}
+
+				l, err := c.Acquire(ctx, name)
+				require.NoError(t, err)
+				replace(l)
+				ttl, err := l.TTL(ctx)
+				require.ErrorIs(t, err, redislock.ErrNotHeld, "TTL")
+				require.Zero(t, ttl)
+				require.ErrorIs(t, l.Extend(ctx, time.Minute), redislock.ErrNotHeld, "Extend")
+				requireLost(t, l.Context(), redislock.Taken)
+				require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "Release")
+				require.Equal(t, kind, typeName(b.rdb.Type(ctx, l.Key()).Val()), "the foreign value is untouched")
+				require.NoError(t, b.rdb.Del(ctx, l.Key()).Err())
+
+				l, err = c.Acquire(ctx, name)
+				require.NoError(t, err)
+				replace(l)
+				require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "Release without Extend first")
+				require.Equal(t, kind, typeName(b.rdb.Type(ctx, l.Key()).Val()), "release did not delete the foreign value")
+			})
+		}
+	})
+}
+
+// typeName maps Redis TYPE replies to the names used in the test above.
+func typeName(redisType string) string {
+	if redisType == "zset" {
+		return "sorted"
+	}
+	return redisType
+}
