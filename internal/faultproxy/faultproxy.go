@@ -1,0 +1,251 @@
+// Package faultproxy is a TCP proxy for fault-injection tests: it listens on
+// 127.0.0.1, forwards every connection to one upstream address, and can be
+// switched at any time to delay traffic, swallow it (a black hole: the
+// connection stays open and nothing arrives, like a half-open connection or
+// a dead route), reset every connection, or refuse new ones.
+//
+// A Proxy is safe for concurrent use. It must be closed (Close waits for
+// every goroutine it started); New registers nothing with the test, so the
+// caller owns that.
+package faultproxy
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Mode is what the proxy does with traffic.
+type Mode int
+
+const (
+	// Pass forwards bytes as they come.
+	Pass Mode = iota
+	// Delay forwards every chunk of bytes Delay after it was read, in
+	// order, in both directions (set the delay with SetDelay).
+	Delay
+	// Blackhole reads bytes in both directions and forwards none: the
+	// client's writes succeed and its reads never return.
+	Blackhole
+	// Refuse accepts new connections and resets them at once; connections
+	// that are already open keep passing traffic.
+	Refuse
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	switch m {
+	case Pass:
+		return "pass"
+	case Delay:
+		return "delay"
+	case Blackhole:
+		return "blackhole"
+	case Refuse:
+		return "refuse"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Proxy forwards TCP connections from a local listener to an upstream
+// address.
+type Proxy struct {
+	upstream string
+	ln       net.Listener
+
+	mu    sync.Mutex
+	mode  Mode
+	delay time.Duration
+	conns map[*pair]struct{}
+
+	wg     sync.WaitGroup
+	closed chan struct{}
+	once   sync.Once
+}
+
+// pair is one proxied connection: the client's side and the upstream side.
+type pair struct{ client, server net.Conn }
+
+// New starts a proxy on a free 127.0.0.1 port that forwards to upstream, in
+// Pass mode.
+func New(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
+	}
+	p := &Proxy{upstream: upstream, ln: ln, conns: map[*pair]struct{}{}, closed: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the address clients should dial instead of the upstream.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetMode switches the proxy's behaviour; it applies at once to bytes read
+// from then on, on existing and new connections.
+func (p *Proxy) SetMode(m Mode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = m
+}
+
+// SetDelay sets the delay of Delay mode and switches to it.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.delay = Delay, d
+}
+
+func (p *Proxy) state() (Mode, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode, p.delay
+}
+
+// Conns returns the number of open proxied connections.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// ResetAll closes every open connection, on both sides, with a TCP RST
+// (SO_LINGER 0), as a crashed middlebox or a peer reboot would. New
+// connections are served according to the mode.
+func (p *Proxy) ResetAll() {
+	p.mu.Lock()
+	conns := make([]*pair, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.reset()
+	}
+}
+
+func (c *pair) reset() {
+	for _, conn := range []net.Conn{c.client, c.server} {
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		_ = conn.Close()
+	}
+}
+
+// Close stops accepting, resets every connection, and waits for every
+// goroutine of the proxy to exit. Calling it again does nothing.
+func (p *Proxy) Close() error {
+	var err error
+	p.once.Do(func() {
+		close(p.closed)
+		err = p.ln.Close()
+		p.ResetAll()
+		p.wg.Wait()
+	})
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if mode, _ := p.state(); mode == Refuse {
+			(&pair{client: client, server: client}).reset()
+			continue
+		}
+		server, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		if err != nil {
+			(&pair{client: client, server: client}).reset()
+			continue
+		}
+		c := &pair{client: client, server: server}
+		p.mu.Lock()
+		select {
+		case <-p.closed:
+			p.mu.Unlock()
+			c.reset()
+			return
+		default:
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// serve runs both directions of one connection and forgets it once either
+// side has closed.
+func (p *Proxy) serve(c *pair) {
+	defer p.wg.Done()
+	var both sync.WaitGroup
+	both.Go(func() { p.forward(c.server, c.client); c.reset() })
+	both.Go(func() { p.forward(c.client, c.server); c.reset() })
+	both.Wait()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// chunk is bytes read at one instant, to be written once their delay ends.
+type chunk struct {
+	data []byte
+	due  time.Time
+}
+
+// forward copies from src to dst according to the mode at the time each
+// chunk is read. A writer goroutine keeps the order and lets delayed chunks
+// overlap in flight, as on a long link (the delay is latency, not a
+// bandwidth limit).
+func (p *Proxy) forward(dst, src net.Conn) {
+	queue := make(chan chunk, 1024)
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		failed := false
+		for ch := range queue {
+			if failed {
+				continue // drain, so the reader never blocks on a dead writer
+			}
+			if wait := time.Until(ch.due); wait > 0 {
+				timer := time.NewTimer(wait)
+				select {
+				case <-timer.C:
+				case <-p.closed:
+					timer.Stop()
+					failed = true
+					continue
+				}
+			}
+			if _, err := dst.Write(ch.data); err != nil {
+				failed = true
+				_ = src.Close() // unblocks the reader
+			}
+		}
+	})
+	defer writer.Wait()
+	defer close(queue)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			mode, delay := p.state()
+			switch mode {
+			case Blackhole:
+				// swallowed
+			case Delay:
+				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay)}
+			default:
+				queue <- chunk{data: append([]byte(nil), buf[:n]...)}
+			}
+		}
+		if err != nil {
+			return // EOF, a reset, or Close: the deferred close ends the writer
+		}
+	}
+}

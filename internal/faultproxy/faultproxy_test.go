@@ -1,0 +1,173 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/redislock/redislock/internal/faultproxy"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// echoServer echoes every line back until the test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(conn, conn) })
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func newProxy(t *testing.T) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(echoServer(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func dial(t *testing.T, p *faultproxy.Proxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+// roundTrip sends a line and reads it back, within timeout.
+func roundTrip(conn net.Conn, r *bufio.Reader, line string, timeout time.Duration) (string, error) {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = conn.SetDeadline(time.Time{}) }()
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	got, err := r.ReadString('\n')
+	if len(got) > 0 {
+		got = got[:len(got)-1]
+	}
+	return got, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestProxyModes(t *testing.T) {
+	t.Run("pass forwards both ways", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		got, err := roundTrip(conn, r, "hello", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "hello", got)
+	})
+
+	t.Run("delay holds every chunk back by at least the delay", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		p.SetDelay(100 * time.Millisecond)
+		start := time.Now()
+		got, err := roundTrip(conn, r, "slow", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "slow", got)
+		require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "delayed on the way there and back")
+	})
+
+	t.Run("blackhole keeps the connection open and delivers nothing", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		_, err := roundTrip(conn, r, "before", 5*time.Second)
+		require.NoError(t, err)
+		p.SetMode(faultproxy.Blackhole)
+		_, err = roundTrip(conn, r, "lost", 200*time.Millisecond)
+		require.True(t, isTimeout(err), "a read timeout, not a closed connection: %v", err)
+		require.Equal(t, 1, p.Conns())
+		p.SetMode(faultproxy.Pass)
+		got, err := roundTrip(conn, r, "after", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "after", got, "the swallowed line never arrives")
+	})
+
+	t.Run("reset closes open connections and new ones still work", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		_, err := roundTrip(conn, r, "before", 5*time.Second)
+		require.NoError(t, err)
+		p.ResetAll()
+		_, err = roundTrip(conn, r, "after", 5*time.Second)
+		require.Error(t, err)
+		require.False(t, isTimeout(err), "reset, not a timeout: %v", err)
+		conn2, r2 := dial(t, p)
+		got, err := roundTrip(conn2, r2, "again", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "again", got)
+	})
+
+	t.Run("refuse resets new connections and keeps old ones", func(t *testing.T) {
+		p := newProxy(t)
+		old, oldReader := dial(t, p)
+		_, err := roundTrip(old, oldReader, "warm", 5*time.Second)
+		require.NoError(t, err)
+		p.SetMode(faultproxy.Refuse)
+		conn, r := dial(t, p)
+		_, err = roundTrip(conn, r, "refused", 5*time.Second)
+		require.Error(t, err)
+		require.False(t, isTimeout(err), "reset, not a timeout: %v", err)
+		got, err := roundTrip(old, oldReader, "still", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "still", got)
+	})
+
+	t.Run("close is idempotent and waits for its goroutines", func(t *testing.T) {
+		p, err := faultproxy.New(echoServer(t))
+		require.NoError(t, err)
+		conn, r := dial(t, p)
+		_, err = roundTrip(conn, r, "x", 5*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, p.Close())
+		require.NoError(t, p.Close())
+		require.Zero(t, p.Conns())
+	})
+}
+
+func TestModeNames(t *testing.T) {
+	for mode, name := range map[faultproxy.Mode]string{
+		faultproxy.Pass: "pass", faultproxy.Delay: "delay", faultproxy.Blackhole: "blackhole",
+		faultproxy.Refuse: "refuse", faultproxy.Mode(42): "Mode(42)",
+	} {
+		require.Equal(t, name, mode.String())
+	}
+}
