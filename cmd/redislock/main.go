@@ -1,0 +1,170 @@
+//go:build unix
+
+// Command redislock runs a command while holding a distributed lock on
+// Redis: flock(1) across machines, for Kubernetes CronJobs and shell
+// scripts.
+//
+//	redislock run [flags] NAME -- COMMAND [ARGS...]
+//	redislock status [flags] NAME
+//	redislock version
+//
+// run acquires the lock NAME, runs COMMAND as a child in its own process
+// group while the watchdog extends the lock, releases the lock when the
+// command exits, and exits with the command's exit code. When the lock is
+// held by someone else it skips (exit 75 by default) without running
+// anything. When the lock is lost while the command runs, the command's
+// process group gets SIGTERM, then SIGKILL after --grace, and redislock exits
+// with 70. SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 sent to
+// redislock are forwarded to the command's process group, and redislock
+// exits only after the command has.
+//
+// Run "redislock help" for the flags and every exit code.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// Exit codes of redislock itself. Every other code of "run" is the
+// command's own. The sysexits.h values (64-78) are used because ordinary
+// commands seldom return them: they return 0, 1 or 2, a shell's 126/127, or
+// 128+N after a signal.
+const (
+	// exitUsage (EX_USAGE): bad flags or arguments; nothing was sent.
+	exitUsage = 64
+	// exitUnavailable (EX_UNAVAILABLE): Redis could not be reached, or
+	// refused the lock's commands (WRONGTYPE, NOPERM, a wrong password),
+	// and --fail-open was not given (or Redis answered and refused):
+	// nothing was run.
+	exitUnavailable = 69
+	// exitLost (EX_SOFTWARE): the lock was lost while the command ran and
+	// redislock terminated the command.
+	exitLost = 70
+	// exitOSError (EX_OSERR): the command's exit status could not be read.
+	exitOSError = 71
+	// defaultSkipCode (EX_TEMPFAIL, "try again later"): the lock was held by
+	// another holder, so the command was not run. --skip-exit-code changes it
+	// (0 makes a skip count as success).
+	defaultSkipCode = 75
+	// exitCannotExecute and exitNotFound are the codes shells (and env,
+	// nice, timeout) use for a command that cannot be run.
+	exitCannotExecute = 126
+	exitNotFound      = 127
+	// exitSignalBase + N: the command (or redislock, before it started the
+	// command) was killed by signal N, as in shells.
+	exitSignalBase = 128
+)
+
+const mainUsage = `redislock: run a command while holding a distributed lock on Redis
+
+Usage:
+  redislock run [flags] NAME -- COMMAND [ARGS...]
+  redislock status [flags] NAME
+  redislock version
+  redislock help [run|status]
+
+run acquires the lock NAME, runs COMMAND while a watchdog extends the lock,
+releases the lock when COMMAND exits, and exits with COMMAND's exit code.
+If another holder has NAME, COMMAND is not run (exit 75, see --wait).
+status shows whether NAME is held, its remaining TTL and its fence counter.
+
+Exit codes of run:
+  0-255  COMMAND's own exit code
+  64     usage error: bad flags or arguments (nothing was run)
+  69     Redis could not be reached or refused the lock, without --fail-open
+         (fail closed: nothing was run)
+  70     the lock was lost while COMMAND ran; redislock sent it SIGTERM, and
+         SIGKILL after --grace
+  71     COMMAND's exit status could not be read
+  75     skipped: another holder had NAME (until --wait ran out); change
+         with --skip-exit-code
+  126    COMMAND could not be executed
+  127    COMMAND was not found
+  128+N  COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM), or
+         redislock got signal N while waiting for the lock
+status exits 0 (held or not), 64 on a usage error, 69 when Redis fails.
+
+Run "redislock help run" or "redislock help status" for the flags.
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// realMain runs the command line args (without the program name) and returns
+// the exit code.
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		if len(args) > 1 {
+			return usageError(stderr, "version takes no arguments")
+		}
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case "help", "--help", "-help", "-h":
+		if len(args) > 2 {
+			return usageError(stderr, "help takes at most one command")
+		}
+		if len(args) == 2 {
+			switch args[1] {
+			case "run":
+				return cmdRun([]string{"-h"}, stdout, stderr)
+			case "status":
+				return cmdStatus([]string{"-h"}, stdout, stderr)
+			case "version", "help":
+				fmt.Fprint(stdout, mainUsage)
+				return 0
+			}
+			return usageError(stderr, "unknown command %q", args[1])
+		}
+		fmt.Fprint(stdout, mainUsage)
+		return 0
+	}
+	return usageError(stderr, "unknown command %q", args[0])
+}
+
+// usageError prints a usage error and returns exitUsage.
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "redislock: "+format+"\n", args...)
+	fmt.Fprintln(stderr, `usage: redislock run [flags] NAME -- COMMAND [ARGS...] | status [flags] NAME | version (see "redislock help")`)
+	return exitUsage
+}
+
+// versionString returns "redislock " and the main module's version from the
+// build information: a release tag when installed with go install
+// (go install github.com/redislock/redislock/cmd/redislock@v1.2.3), a
+// version stamped from git when go build could, else "devel" followed by
+// the git revision when the build recorded one.
+func versionString() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "redislock devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return "redislock " + v
+	}
+	var revision, dirty string
+	for _, setting := range info.Settings {
+		switch {
+		case setting.Key == "vcs.revision":
+			revision = setting.Value
+		case setting.Key == "vcs.modified" && setting.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if revision == "" {
+		return "redislock devel"
+	}
+	return "redislock devel (" + revision[:min(12, len(revision))] + dirty + ")"
+}
