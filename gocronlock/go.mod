@@ -1,0 +1,25 @@
+module github.com/redislock/redislock/gocronlock
+
+go 1.26.0
+
+replace github.com/redislock/redislock => ../
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/go-co-op/gocron/v2 v2.19.1
+	github.com/google/uuid v1.6.0
+	github.com/jonboulle/clockwork v0.5.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redislock/redislock v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

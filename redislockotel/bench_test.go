@@ -1,0 +1,58 @@
+package redislockotel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/redislockotel"
+)
+
+// BenchmarkObserve measures what the Observer adds to one lock's life:
+// an acquisition, an extension and a release, with and without the name
+// label. Run: go test -run '^$' -bench Observe -benchmem .
+func BenchmarkObserve(b *testing.B) {
+	for _, named := range []bool{false, true} {
+		title := "name off"
+		if named {
+			title = "name on"
+		}
+		b.Run(title, func(b *testing.B) {
+			obs := benchObserver(b, named)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					obs.ObserveAcquire(redislock.AcquireEvent{Name: "job", Acquired: true, Wait: time.Millisecond, Attempts: 1})
+					obs.ObserveExtend(redislock.ExtendEvent{Name: "job", Latency: 300 * time.Microsecond, Watchdog: true})
+					obs.ObserveRelease(redislock.ReleaseEvent{Name: "job", HeldFor: time.Second})
+				}
+			})
+		})
+	}
+	b.Run("not acquired", func(b *testing.B) {
+		obs := benchObserver(b, false)
+		err := errors.Join(redislock.ErrNotAcquired)
+		b.ReportAllocs()
+		for b.Loop() {
+			obs.ObserveAcquire(redislock.AcquireEvent{Name: "job", Wait: time.Millisecond, Attempts: 1, Err: err})
+		}
+	})
+}
+
+func benchObserver(b *testing.B, named bool) *redislockotel.Observer {
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	var opts []redislockotel.Option
+	if named {
+		opts = append(opts, redislockotel.WithNameAttribute())
+	}
+	obs, err := redislockotel.New(provider, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return obs
+}

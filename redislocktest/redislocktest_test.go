@@ -1,0 +1,167 @@
+package redislocktest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/redislocktest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitLost waits for the lock's context to end and returns the loss.
+func waitLost(t *testing.T, lock *redislock.Lock) *redislock.LostError {
+	t.Helper()
+	select {
+	case <-lock.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog did not notice within 10s")
+	}
+	var lost *redislock.LostError
+	require.True(t, errors.As(context.Cause(lock.Context()), &lost), "cause: %v", context.Cause(lock.Context()))
+	return lost
+}
+
+func TestTheWatchdogNoticesEachWayOfBreakingALock(t *testing.T) {
+	cases := []struct {
+		name    string
+		breakIt func(env *redislocktest.Env, name string)
+		reason  redislock.LostReason
+	}{
+		{"an expired lease is lost as expired", func(env *redislocktest.Env, name string) { env.Expire(name) }, redislock.Expired},
+		{"a deleted key is lost as expired", func(env *redislocktest.Env, name string) { env.Delete(name) }, redislock.Expired},
+		{"a stolen lock is lost as taken", func(env *redislocktest.Env, name string) { env.Steal(name) }, redislock.Taken},
+		{"a lease outrun by the server's clock is lost as expired", func(env *redislocktest.Env, name string) {
+			env.FastForward(time.Minute)
+		}, redislock.Expired},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			// A TTL far above the test's length: only the helper can end the lease.
+			env := redislocktest.New(t, redislock.WithTTL(30*time.Second))
+			other, err := env.Client.Acquire(ctx, "bystander")
+			require.NoError(t, err)
+			lock, err := env.Client.Acquire(ctx, "job")
+			require.NoError(t, err)
+			token, held := env.Holder("job")
+			require.True(t, held)
+			require.Equal(t, lock.Token(), token)
+
+			c.breakIt(env, "job")
+			lost := waitLost(t, lock)
+			require.Equal(t, c.reason, lost.Reason)
+			require.Equal(t, "job", lost.Name)
+			require.ErrorIs(t, lock.Release(ctx), redislock.ErrNotHeld)
+
+			if c.reason == redislock.Taken {
+				thief, held := env.Holder("job")
+				require.True(t, held, "the thief's key is left alone")
+				require.NotEqual(t, lock.Token(), thief)
+			} else {
+				_, held := env.Holder("job")
+				require.False(t, held)
+			}
+			if c.name != "a lease outrun by the server's clock is lost as expired" {
+				require.NoError(t, other.Context().Err(), "other locks are untouched")
+			}
+			_ = other.Release(ctx)
+		})
+	}
+}
+
+func TestStealKeepsTheTTLAndReturnsTheNewToken(t *testing.T) {
+	env := redislocktest.New(t, redislock.WithWatchdog(false), redislock.WithTTL(time.Minute))
+	ctx := context.Background()
+	lock, err := env.Client.Acquire(ctx, "job")
+	require.NoError(t, err)
+	stolen := env.Steal("job")
+	token, held := env.Holder("job")
+	require.True(t, held)
+	require.Equal(t, stolen, token)
+	require.Equal(t, time.Minute, env.Mini.TTL(env.Key("job")), "the lease is kept as it was")
+	require.ErrorIs(t, lock.Release(ctx), redislock.ErrNotHeld)
+	require.Equal(t, stolen, env.Redis.Get(ctx, env.Key("job")).Val(), "release left the thief's key")
+}
+
+func TestFastForwardFreesALockForAWaiterOnlyPastItsTTL(t *testing.T) {
+	env := redislocktest.New(t, redislock.WithWatchdog(false), redislock.WithTTL(10*time.Second))
+	ctx := context.Background()
+	holder, err := env.Client.Acquire(ctx, "job")
+	require.NoError(t, err)
+	defer holder.Release(ctx)
+
+	env.FastForward(9 * time.Second)
+	_, err = env.Client.Acquire(ctx, "job")
+	require.ErrorIs(t, err, redislock.ErrNotAcquired, "one second of lease left")
+	env.FastForward(time.Second)
+	next, err := env.Client.Acquire(ctx, "job")
+	require.NoError(t, err, "the lease ran out on the server")
+	require.NoError(t, next.Release(ctx))
+}
+
+func TestKeysFollowTheKeyPrefixGivenToNew(t *testing.T) {
+	env := redislocktest.New(t, redislock.WithKeyPrefix("app:locks:"), redislock.WithFencing())
+	ctx := context.Background()
+	require.Equal(t, "app:locks:{job}", env.Key("job"))
+	lock, err := env.Client.Acquire(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), lock.Fence(), "finding the prefix took no fence")
+	require.Equal(t, lock.Key(), env.Key("job"))
+	env.Delete("job")
+	require.Equal(t, redislock.Expired, waitLost(t, lock).Reason)
+	require.ErrorIs(t, lock.Release(ctx), redislock.ErrNotHeld)
+
+	plain := redislocktest.New(t)
+	require.Equal(t, redislock.DefaultKeyPrefix+"{job}", plain.Key("job"))
+	require.Empty(t, plain.Mini.Keys(), "New leaves the server empty")
+}
+
+func TestHolderOfAFreeLock(t *testing.T) {
+	env := redislocktest.New(t)
+	token, held := env.Holder("nobody")
+	require.False(t, held)
+	require.Empty(t, token)
+}
+
+// recorder is a TB that records failures instead of stopping a goroutine.
+type recorder struct {
+	failures []string
+	cleanups []func()
+}
+
+func (r *recorder) Helper()                           {}
+func (r *recorder) Cleanup(f func())                  { r.cleanups = append(r.cleanups, f) }
+func (r *recorder) Fatalf(format string, args ...any) { r.failures = append(r.failures, format) }
+func (r *recorder) close() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+func TestMisuseFailsTheTestWithAClearMessage(t *testing.T) {
+	t.Run("breaking a lock nobody holds", func(t *testing.T) {
+		rec := &recorder{}
+		defer rec.close()
+		env := redislocktest.New(rec)
+		env.Steal("nobody")
+		env.Expire("nobody")
+		env.Delete("nobody")
+		require.Len(t, rec.failures, 3)
+		require.Contains(t, rec.failures[0], "nobody holds the lock")
+	})
+	t.Run("invalid options", func(t *testing.T) {
+		rec := &recorder{}
+		defer rec.close()
+		redislocktest.New(rec, redislock.WithTTL(0))
+		require.Len(t, rec.failures, 1)
+	})
+}
