@@ -37,10 +37,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client takes locks on one Redis deployment. It is safe for concurrent use;
-// create one per Redis client and share it. It holds no goroutines of its
-// own, so it needs no closing: the watchdog of each held lock stops when the
-// lock is released or lost.
+// Client takes locks on one Redis deployment (New) or on a majority of
+// independent servers (NewQuorum). It is safe for concurrent use; create one
+// per Redis client and share it. It needs no closing: its watchdog goroutine
+// runs only while it holds a lock, and its pub/sub reader only while one of
+// its goroutines waits for a lock; both stop by themselves.
 type Client struct {
 	store store
 	opts  options
@@ -235,6 +236,13 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
 		acquired, fence, holderTTL, err := c.store.acquire(ctx, &o, key, token)
+		// A store may explain a refusal (a quorum's counts): that is
+		// still "held by someone else", and the explanation goes with
+		// the error if we give up.
+		var refusal error
+		if errors.Is(err, ErrNotAcquired) {
+			refusal, err = err, nil
+		}
 		if err != nil {
 			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
 			if ctxErr := ctx.Err(); ctxErr != nil {
@@ -256,7 +264,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 
 		delay, again := o.retry.NextBackoff(attempt)
 		if !again {
-			err := fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL)
+			err := errors.Join(fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL), refusal)
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}
@@ -266,7 +274,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			delay = holderTTL
 		}
 		if !waitCap.IsZero() && time.Now().Add(delay).After(waitCap) {
-			err := c.gaveUp(name, attempt, errWaitCap)
+			err := errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal)
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}
@@ -287,7 +295,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		case <-timer.C:
 		case <-room.released:
 		case <-ctx.Done():
-			err := c.gaveUp(name, attempt, ctx.Err())
+			err := errors.Join(c.gaveUp(name, attempt, ctx.Err()), refusal)
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
 		}

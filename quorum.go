@@ -180,6 +180,12 @@ func (e *QuorumError) Error() string {
 // Unwrap returns the failed nodes' errors.
 func (e *QuorumError) Unwrap() []error { return e.Errors }
 
+// Is reports whether target is ErrNotAcquired and the acquisition failed
+// because nodes refused: another holder has the lock.
+func (e *QuorumError) Is(target error) bool {
+	return target == ErrNotAcquired && e.Op == "acquire" && e.Refused > 0
+}
+
 // quorumStore keeps every lock on a majority of independent deployments.
 type quorumStore struct {
 	nodes          []quorumNode
@@ -388,9 +394,14 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, key, token string
 	q.giveBack(ctx, timeout, key, token, took)
 
 	if refused > 0 && agreed < q.needed {
-		o.log().Debug("redislock: quorum refused the lock", "key", key,
-			"agreed", agreed, "refused", refused, "failed", failed, "needed", q.needed)
-		return false, 0, q.freeIn(refusedTTLs, agreed, failed), nil
+		// Held by someone else: the core treats an error matching
+		// ErrNotAcquired as a refusal (it retries) and hands these
+		// counts to the caller when it gives up.
+		return false, 0, q.freeIn(refusedTTLs, agreed, failed), &QuorumError{
+			Op: "acquire", Nodes: len(q.nodes), Needed: q.needed,
+			Agreed: agreed, Refused: refused, Failed: failed,
+			Elapsed: elapsed, Validity: validity, Errors: errs,
+		}
 	}
 	return false, 0, 0, &QuorumError{
 		Op: "acquire", Nodes: len(q.nodes), Needed: q.needed,

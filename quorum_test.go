@@ -223,7 +223,11 @@ func TestQuorum(t *testing.T) {
 		_, err := c.Acquire(ctx, "majority")
 		require.ErrorIs(t, err, redislock.ErrNotAcquired)
 		var qerr *redislock.QuorumError
-		require.False(t, errors.As(err, &qerr), "held is not a quorum failure: %v", err)
+		require.ErrorAs(t, err, &qerr, "the counts explain the refusal")
+		require.Equal(t, 3, qerr.Refused)
+		require.Equal(t, 2, qerr.Agreed)
+		require.Zero(t, qerr.Failed)
+		require.False(t, isUnreachableForFailOpen(c, t), "a refusal never runs fn fail-open")
 		for _, i := range []int{3, 4} {
 			require.Zero(t, q.nodes[i].Exists(ctx, "lock:{majority}").Val(), "node %d was taken and given back", i)
 		}
@@ -510,4 +514,14 @@ func ExampleNewQuorum() {
 	// Output:
 	// generating the report on a majority's word
 	// fencing on a quorum: true
+}
+
+// isUnreachableForFailOpen reports whether RunWithLock with WithFailOpen ran
+// fn for the held lock "majority".
+func isUnreachableForFailOpen(c *redislock.Client, t *testing.T) bool {
+	t.Helper()
+	ran := false
+	err := c.RunWithLock(context.Background(), "majority", func(context.Context) error { ran = true; return nil }, redislock.WithFailOpen())
+	require.ErrorIs(t, err, redislock.ErrNotAcquired)
+	return ran
 }
