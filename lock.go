@@ -372,7 +372,10 @@ func isUnreachable(err error) bool {
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
-		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
+		// Not TRYAGAIN: a cluster migrating the lock's slot is there and
+		// will answer again; running without the lock then is not what
+		// fail open is for.
+		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "BUSY"} {
 			if redis.HasErrorPrefix(err, prefix) {
 				return true
 			}

@@ -48,7 +48,9 @@ func Binary(t testing.TB, name string) string {
 // t.Cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{bin: Binary(t, "redis-server"), extra: extra}
+	// Its own --dir, so that nothing (a replica's dump.rdb, say) lands in
+	// the repository; a later --dir in extra wins.
+	s := &Server{bin: Binary(t, "redis-server"), extra: append([]string{"--dir", t.TempDir()}, extra...)}
 	var err error
 	for range 5 { // a free port can be taken by someone else before we bind it
 		s.port = FreePort(t)
