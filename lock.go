@@ -573,6 +573,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ctx.Err()
 	}
 	defer func() { <-l.extending }()
+	if err := l.notHeld(); err != nil { // released or lost while we waited
+		return err
+	}
 	err := l.extendOnce(ctx, ttl, false)
 	if err == nil {
 		l.mu.Lock()
@@ -745,13 +748,17 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
 	}
 	l.mu.Unlock()
-	// Stop the watchdog for this lock and wait for an extension under way.
+	// Stop the watchdog for this lock, wait for an extension under way,
+	// and end the hold before letting go of the extension slot: an
+	// extension (the watchdog's or Extend's) that gets the slot after us
+	// sees the hold ended and sends nothing, so none can find the key
+	// that our DEL removed and cry "lost".
 	l.client.watchdog().unwatch(l)
 	l.extending <- struct{}{}
-	<-l.extending
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
+		<-l.extending
 		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
 	}
 	l.stopTimersLocked()
@@ -760,6 +767,7 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	}
 	l.cancel(l.ended) // a loss found first stays the cause
 	l.mu.Unlock()
+	<-l.extending
 
 	reply, err := l.client.store.release(ctx, l.key, l.token)
 	var reason LostReason

@@ -1,9 +1,11 @@
 package redislock
 
 import (
+	"container/heap"
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,3 +166,41 @@ func TestALostLockHandsTheTurnOn(t *testing.T) {
 	<-first.Context().Done()
 	require.NoError(t, <-got, "the next waiter got its turn without a Release")
 }
+
+// TestAReleaseRacingTheWatchdogIsNoLoss plays the race by hand: the
+// scheduler has taken a due lock out of its heap, the holder releases it,
+// then the scheduler gets to extend it. Nothing may reach Redis then, or
+// the extension finds the key gone and reports a loss that never was.
+func TestAReleaseRacingTheWatchdogIsNoLoss(t *testing.T) {
+	mini := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	lost := &lossCounter{}
+	c := New(rdb, WithLogger(discard()), WithObserver(lost), WithTTL(time.Minute), WithExtendInterval(time.Second))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "race")
+	require.NoError(t, err)
+
+	s := c.watchdog()
+	s.mu.Lock()
+	require.Equal(t, 0, l.watch.index, "the lock waits in the heap")
+	heap.Remove(&s.queue, l.watch.index) // the scheduler pops it as due
+	s.mu.Unlock()
+
+	require.NoError(t, l.Release(ctx))
+	before := mini.CommandCount()
+	s.extend([]*Lock{l}) // the scheduler's turn comes
+	require.Equal(t, before, mini.CommandCount(), "no extension was sent after the release")
+	require.Zero(t, lost.n.Load(), "the release was reported as a loss")
+	require.ErrorIs(t, context.Cause(l.Context()), ErrReleased)
+}
+
+type lossCounter struct {
+	n atomic.Int64
+}
+
+func (o *lossCounter) ObserveAcquire(AcquireEvent)   {}
+func (o *lossCounter) ObserveExtend(ExtendEvent)     {}
+func (o *lossCounter) ObserveLost(LostEvent)         { o.n.Add(1) }
+func (o *lossCounter) ObserveRelease(ReleaseEvent)   {}
+func (o *lossCounter) ObserveFailOpen(FailOpenEvent) {}

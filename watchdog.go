@@ -153,6 +153,12 @@ func (s *scheduler) extend(batch []*Lock) {
 	for _, l := range batch {
 		select {
 		case l.extending <- struct{}{}:
+			if l.notHeld() != nil {
+				// Released (or lost) between leaving the heap and
+				// now: nothing to extend.
+				<-l.extending
+				continue
+			}
 			ready = append(ready, l)
 		default: // a manual Extend is under way: come back shortly
 			s.schedule(l, time.Now().Add(time.Millisecond), time.Millisecond)
