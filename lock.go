@@ -30,6 +30,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -257,8 +258,10 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			keepRoom = true
 			l := newLock(c, ctx, name, key, token, fence, sent, o, room)
 			c.observeAcquire(o, name, start, attempt, l.fence, nil)
-			o.log().Debug("redislock: acquired", "name", name, "fence", l.fence,
-				"attempts", attempt, "wait", time.Since(start), "token", token)
+			if logger := o.log(); logger.Enabled(ctx, slog.LevelDebug) { // no boxing when off
+				logger.Debug("redislock: acquired", "name", name, "fence", l.fence,
+					"attempts", attempt, "wait", time.Since(start), "token", token)
+			}
 			return l, nil
 		}
 
@@ -788,7 +791,9 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		l.mu.Unlock()
 	}
 	heldFor := time.Since(l.acquiredAt)
-	l.opts.log().Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.token)
+	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
+		logger.Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.token)
+	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: heldFor, Err: err})
 	}

@@ -1,0 +1,37 @@
+package redislock_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// BenchmarkAcquireRelease is the uncontended cycle on a real redis-server:
+// two round trips. The peers and the raw go-redis floor are compared in the
+// bench module (see BENCHMARKS.md).
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, fencing := range []bool{false, true} {
+		b.Run("fencing="+strconv.FormatBool(fencing), func(b *testing.B) {
+			server := redistest.Start(b)
+			opts := []redislock.Option{quiet}
+			if fencing {
+				opts = append(opts, redislock.WithFencing())
+			}
+			c := redislock.New(newRedisClient(b, server.Addr()), opts...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := c.Acquire(ctx, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
