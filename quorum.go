@@ -128,13 +128,12 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 // the lock name. Unwrap returns the failed nodes' errors, each naming its
 // node, so errors.Is finds, say, ErrReplicaAck among them.
 //
-// It does not match ErrNotAcquired: it means that too few nodes answered
-// in time to decide (or, for an acquisition, that a majority agreed too
-// late), not that the lock is held by someone else, so WithFailOpen applies
-// to it. When any node answered that another holder has the key, Acquire
-// reports the lock as held (ErrNotAcquired) instead: someone else is
-// around, so waiting may help and running without the lock would not be
-// safe.
+// When nodes refused an acquisition (another holder has the key) it
+// matches ErrNotAcquired: someone else is around, so waiting may help and
+// WithFailOpen does not run fn; the counts ride along with the error that
+// Acquire returns when it gives up. Otherwise (Refused == 0: too few nodes
+// answered in time to decide, or a majority agreed too late) it does not
+// match ErrNotAcquired, and WithFailOpen applies to it.
 //
 // A QuorumError is not modified after it is returned; it may be shared.
 type QuorumError struct {
