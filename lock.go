@@ -200,8 +200,6 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		return nil, errors.Join(fmt.Errorf("%w: %q: context already done", ErrNotAcquired, name), err)
 	}
 
-	token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
-
 	start := time.Now()
 	var waitCap time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -235,6 +233,10 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 	listened := false
 
 	for attempt := 1; ; attempt++ {
+		// A new token for every attempt: a late answer to an earlier
+		// attempt (a quorum node that missed its timeout) then cannot be
+		// mistaken for this one, nor its clean-up delete this one's key.
+		token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
 		sent := time.Now()
 		acquired, fence, holderTTL, err := c.store.acquire(ctx, &o, key, token)
 		// A store may explain a refusal (a quorum's counts): that is
@@ -266,7 +268,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 
 		delay, again := o.retry.NextBackoff(attempt)
-		if !again {
+		if !again || room == nil { // room nil: the strategy said "no retry" up front
 			err := errors.Join(fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL), refusal)
 			c.observeAcquire(o, name, start, attempt, 0, err)
 			return nil, err
@@ -476,7 +478,7 @@ func newLock(c *Client, ctx context.Context, name, key, token string, fence int6
 	defer l.mu.Unlock()
 	l.deadlineTimer = time.AfterFunc(time.Until(l.safeDeadline), l.onSafeDeadline)
 	if o.maxHold > 0 {
-		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), func() { l.reportLoss(MaxHoldReached, nil) })
+		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), l.onMaxHold)
 	}
 	if o.watchdog {
 		c.watchdog().schedule(l, sent.Add(l.interval), l.interval)
@@ -588,7 +590,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		} else {
 			l.interval = ttl / 3
 		}
+		interval := l.interval
 		l.mu.Unlock()
+		if l.opts.watchdog {
+			// The next extension is due an interval from now, not at
+			// the old schedule: a shorter lease would run out first.
+			l.client.watchdog().schedule(l, time.Now().Add(interval), interval)
+		}
 	}
 	return err
 }
@@ -659,6 +667,19 @@ func (l *Lock) onSafeDeadline() {
 		reason = Expired
 	}
 	lost := l.loseLocked(reason, lastErr)
+	l.mu.Unlock()
+	l.finishLoss(lost)
+}
+
+// onMaxHold ends the hold at its maximum, unless it ended first (a Release
+// racing the timer is a release, not a loss).
+func (l *Lock) onMaxHold() {
+	l.mu.Lock()
+	if l.ended != nil {
+		l.mu.Unlock()
+		return
+	}
+	lost := l.loseLocked(MaxHoldReached, nil)
 	l.mu.Unlock()
 	l.finishLoss(lost)
 }
@@ -757,7 +778,22 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	// sees the hold ended and sends nothing, so none can find the key
 	// that our DEL removed and cry "lost".
 	l.client.watchdog().unwatch(l)
-	l.extending <- struct{}{}
+	select {
+	case l.extending <- struct{}{}:
+	case <-ctx.Done():
+		// An extension is stuck on the network. The holder is done
+		// with the lock all the same: end the hold here; the key
+		// expires after its TTL, or a later Release deletes it.
+		l.mu.Lock()
+		l.stopTimersLocked()
+		if l.ended == nil {
+			l.ended = ErrReleased
+		}
+		l.cancel(l.ended)
+		l.mu.Unlock()
+		l.endHold()
+		return nil, fmt.Errorf("redislock: release %q: waiting for an extension under way: %w", l.name, ctx.Err())
+	}
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()

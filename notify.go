@@ -113,9 +113,15 @@ func (w *waitRooms) leave(room *waitRoom) {
 	}
 	room.turnHeld = false
 	delete(w.rooms, room.key)
-	if room.sub != nil {
-		w.notifier.unsubscribe(room.sub)
-		room.sub = nil
+	sub := room.sub
+	room.sub = nil
+	if sub != nil {
+		// Not under w.mu: unsubscribing is network I/O, and every
+		// waiter of this Client (and a lock's loss, on the watchdog's
+		// goroutine) would wait for it.
+		w.mu.Unlock()
+		w.notifier.unsubscribe(sub)
+		w.mu.Lock()
 	}
 }
 
@@ -126,12 +132,17 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	if w.notifier == nil {
 		return
 	}
+	// Only the turn holder touches its room's subscription, so it can
+	// subscribe without holding w.mu across the network call.
 	w.mu.Lock()
-	if room.sub == nil {
-		room.sub = w.notifier.subscribe(releaseChannel(room.key), room.released)
-	}
 	sub := room.sub
 	w.mu.Unlock()
+	if sub == nil {
+		sub = w.notifier.subscribe(releaseChannel(room.key), room.released)
+		w.mu.Lock()
+		room.sub = sub
+		w.mu.Unlock()
+	}
 	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
@@ -192,16 +203,24 @@ func (n *notifier) subscribe(channel string, wake chan struct{}) *subscription {
 
 func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
-	delete(n.subs, sub.channel)
 	var closing *redis.PubSub
 	var done chan struct{}
 	switch {
+	case n.subs[sub.channel] != sub:
+		// A newer room of the same lock subscribed meanwhile: leave
+		// the channel to it (sharded: close only our own connection).
+		if n.sharded {
+			closing, done = sub.pubsub, sub.done
+		}
 	case n.sharded:
+		delete(n.subs, sub.channel)
 		closing, done = sub.pubsub, sub.done
-	case len(n.subs) == 0:
+	case len(n.subs) == 1:
+		delete(n.subs, sub.channel)
 		closing, done = n.pubsub, n.reading
 		n.pubsub, n.reading = nil, nil
 	default:
+		delete(n.subs, sub.channel)
 		_ = n.pubsub.Unsubscribe(context.Background(), sub.channel)
 	}
 	n.mu.Unlock()
@@ -233,7 +252,10 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 		case *redis.Message:
 			channel = m.Channel
 		case *redis.Subscription:
-			channel, confirmed = m.Channel, m.Kind == "subscribe" || m.Kind == "ssubscribe"
+			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+				continue // an unsubscribe confirmation is no release
+			}
+			channel, confirmed = m.Channel, true
 		default:
 			continue
 		}

@@ -204,3 +204,19 @@ func (o *lossCounter) ObserveExtend(ExtendEvent)     {}
 func (o *lossCounter) ObserveLost(LostEvent)         { o.n.Add(1) }
 func (o *lossCounter) ObserveRelease(ReleaseEvent)   {}
 func (o *lossCounter) ObserveFailOpen(FailOpenEvent) {}
+
+// TestAMaxHoldTimerFiringAfterReleaseIsNoLoss plays the race by hand: the
+// max-hold timer fired just before Release and runs just after it.
+func TestAMaxHoldTimerFiringAfterReleaseIsNoLoss(t *testing.T) {
+	mini := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	lost := &lossCounter{}
+	c := New(rdb, WithLogger(discard()), WithObserver(lost), WithMaxHold(time.Hour))
+	l, err := c.Acquire(context.Background(), "job")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(context.Background()))
+	l.onMaxHold() // the callback that lost the race to Release
+	require.Zero(t, lost.n.Load(), "a clean release was reported as a loss")
+	require.ErrorIs(t, context.Cause(l.Context()), ErrReleased)
+}

@@ -30,7 +30,12 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if #KEYS < 2 then
     return {1, 0}
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' and fence.err then
+    redis.call('DEL', KEYS[1])
+    return fence
+  end
+  return {1, fence}
 end
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
