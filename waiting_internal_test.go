@@ -14,21 +14,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// countingStore records which tokens tried to acquire.
+// waiterKey marks a test goroutine's context, so that the store can tell
+// who is asking.
+type waiterKey struct{}
+
+// countingStore records which callers (by their waiterKey) tried to acquire.
 type countingStore struct {
 	store
 	mu     sync.Mutex
-	tokens map[string]int
+	tokens map[any]int
 }
 
 func (s *countingStore) acquire(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
 	s.mu.Lock()
-	s.tokens[token]++
+	s.tokens[ctx.Value(waiterKey{})]++
 	s.mu.Unlock()
 	return s.store.acquire(ctx, o, key, token)
 }
 
-func (s *countingStore) attempts() (tokens, total int) {
+func (s *countingStore) attempts() (callers, total int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.tokens {
@@ -45,7 +49,7 @@ func newInternalClient(t *testing.T) (*Client, *countingStore, *redis.Client) {
 	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := New(rdb, WithLogger(discard()))
-	counting := &countingStore{store: c.store, tokens: map[string]int{}}
+	counting := &countingStore{store: c.store, tokens: map[any]int{}}
 	c.store = counting
 	return c, counting, rdb
 }
@@ -83,7 +87,7 @@ func TestWaitersOfOneClientQueueInOrderAndOnlyTheHeadAsksRedis(t *testing.T) {
 	var fences sync.Map
 	for i := range waiters {
 		go func() {
-			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			waitCtx, cancel := context.WithTimeout(context.WithValue(ctx, waiterKey{}, i), 30*time.Second)
 			defer cancel()
 			l, err := c.Acquire(waitCtx, "job", WithRetry(LinearBackoff(2*time.Millisecond)), WithFencing())
 			if err != nil {
