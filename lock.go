@@ -519,7 +519,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, invalidf("nil context")
 	}
-	if err := l.notHeld(); err != nil {
+	if err := l.endedFor(ctx); err != nil {
 		return 0, err
 	}
 	reply, err := l.client.store.pttl(ctx, l.key, l.token)
@@ -540,6 +540,21 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
 // ended (released or lost), and nil before.
+// endedFor is notHeld for a caller: once it reports the hold ended, the
+// lock's context is done too. (A loss is logged and observed before the
+// context is cancelled, so there is a moment when it is not yet; waiting
+// for it is bounded by ctx.)
+func (l *Lock) endedFor(ctx context.Context) error {
+	err := l.notHeld()
+	if err != nil {
+		select {
+		case <-l.ctx.Done():
+		case <-ctx.Done():
+		}
+	}
+	return err
+}
+
 func (l *Lock) notHeld() error {
 	l.mu.Lock()
 	cause := l.ended
@@ -569,7 +584,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalidf("Extend TTL %v is below the 1ms minimum", ttl)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
-	if err := l.notHeld(); err != nil {
+	if err := l.endedFor(ctx); err != nil {
 		return err
 	}
 	select {
@@ -578,7 +593,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ctx.Err()
 	}
 	defer func() { <-l.extending }()
-	if err := l.notHeld(); err != nil { // released or lost while we waited
+	if err := l.endedFor(ctx); err != nil { // released or lost while we waited
 		return err
 	}
 	err := l.extendOnce(ctx, ttl, false)
