@@ -755,9 +755,10 @@ func (l *Lock) stopTimersLocked() {
 	}
 }
 
-// Release stops the watchdog, waits for it to exit, cancels the lock's
-// context with cause ErrReleased (unless it was lost before), and deletes
-// the key if it still holds our token.
+// Release takes the lock out of the Client's watchdog, waits for an
+// extension of it under way (at most until ctx ends), cancels the lock's
+// context with cause ErrReleased (unless it was lost before), deletes the
+// key if it still holds our token, and wakes waiters.
 //
 // It returns nil when our key was deleted; ErrNotHeld when the key was gone
 // or held by someone else, and on every call after one that reached Redis

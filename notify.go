@@ -125,9 +125,9 @@ func (w *waitRooms) leave(room *waitRoom) {
 	}
 }
 
-// listen makes sure the room hears release announcements, and reports
-// whether the subscription is confirmed: until it is, a release can go
-// unheard, so the caller should try again at once after confirming.
+// listen makes sure the room hears release announcements, and waits (at
+// most within) until the server confirmed the subscription: before that a
+// release can go unheard, so the caller tries again at once afterwards.
 func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration) {
 	if w.notifier == nil {
 		return

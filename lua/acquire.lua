@@ -10,28 +10,21 @@
 --                      (-1: the key has no expiry)
 --          an error    WRONGTYPE when the key holds a non-string value, or the
 --                      counter's error (then nothing is left set)
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local ours = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+if not ours and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  -- Our own earlier attempt won but its reply was lost, and the client
+  -- sent the command again: it is ours. Renew it; the fence below is a new,
+  -- higher number, still ours alone.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  ours = true
+end
+if ours then
   if #KEYS < 2 then
     return {1, 0}
   end
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' and fence.err then
     -- A failed acquire must leave nothing held.
-    redis.call('DEL', KEYS[1])
-    return fence
-  end
-  return {1, fence}
-end
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  -- Our own earlier attempt won but its reply was lost, and the client
-  -- sent the command again: it is ours. Renew it, and take a new fence
-  -- (still higher than any other holder's).
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if #KEYS < 2 then
-    return {1, 0}
-  end
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' and fence.err then
     redis.call('DEL', KEYS[1])
     return fence
   end
