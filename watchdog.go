@@ -9,12 +9,15 @@ import (
 
 // The watchdog: one scheduler per Client extends every lock it holds.
 //
-// A single goroutine keeps a heap of held locks ordered by when each is due
-// for extension. When the earliest falls due it takes every lock due within
-// a short coalescing window (a quarter of the shortest interval among them:
-// extending a little early is harmless) and sends their extensions together,
-// one pipeline per round trip. The goroutine starts with the first held
-// lock and exits when none is left, so an idle Client owns no goroutine.
+// The scheduler keeps a heap of held locks ordered by when each is due for
+// extension, and one timer set to the earliest. When the timer fires, its
+// goroutine takes every lock due within a short coalescing window (a
+// quarter of the shortest interval among them: extending a little early is
+// harmless) and sends their extensions together, one pipeline per round
+// trip, then sets the timer for the next. So a Client owns no goroutine
+// between extensions, one while a batch is under way, and never more:
+// taking and releasing a lock only moves the timer, which costs no
+// goroutine start-up or wake-up on the uncontended path.
 //
 // The watchdog never signals a loss by timing alone: each lock's safe
 // deadline has its own timer (see Lock.onSafeDeadline), so a batch stuck on a
@@ -22,14 +25,15 @@ import (
 type scheduler struct {
 	store store
 
-	mu      sync.Mutex
-	queue   lockHeap
-	running bool
-	wake    chan struct{} // buffered: a new earliest lock, or a removal
+	mu    sync.Mutex
+	queue lockHeap
+	timer *time.Timer // fires s.fire; created with the first lock
+	armed time.Time   // when timer is set to fire; zero: stopped
+	busy  bool        // fire's goroutine is running: it sets the timer when done
 }
 
 func newScheduler(s store) *scheduler {
-	return &scheduler{store: s, wake: make(chan struct{}, 1)}
+	return &scheduler{store: s}
 }
 
 // watchState is a lock's place in the scheduler, guarded by scheduler.mu.
@@ -75,12 +79,7 @@ func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
 	} else {
 		heap.Push(&s.queue, l)
 	}
-	if !s.running {
-		s.running = true
-		go s.run()
-	} else if l.watch.index == 0 {
-		s.notify()
-	}
+	s.armLocked()
 }
 
 // unwatch takes l out for good. An extension of l already under way is not
@@ -91,45 +90,63 @@ func (s *scheduler) unwatch(l *Lock) {
 	l.watch.unwatched = true
 	if l.watch.index >= 0 {
 		heap.Remove(&s.queue, l.watch.index)
-		s.notify() // the goroutine exits if that was the last lock
+		if len(s.queue) == 0 && !s.busy && !s.armed.IsZero() {
+			// Nothing left to extend: no timer either. (A timer set for
+			// a lock that left earlier is left alone otherwise: it fires,
+			// finds nothing due and sets itself for the next.)
+			s.timer.Stop()
+			s.armed = time.Time{}
+		}
 	}
 }
 
-func (s *scheduler) notify() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// armLocked sets the timer for the earliest lock, unless it is set for
+// then or earlier already, or fire's goroutine is running (it sets the
+// timer when its batch is done).
+func (s *scheduler) armLocked() {
+	if s.busy || len(s.queue) == 0 {
+		return
 	}
+	due := s.queue[0].watch.due
+	if !s.armed.IsZero() && !s.armed.After(due) {
+		return
+	}
+	s.armed = due
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Until(due), s.fire)
+		return
+	}
+	s.timer.Reset(time.Until(due))
 }
 
-func (s *scheduler) run() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// fire runs on the timer's goroutine: it extends every lock that is due,
+// batch after batch, then sets the timer for the next.
+func (s *scheduler) fire() {
+	s.mu.Lock()
+	if s.busy {
+		// A Reset raced a firing that is already running: it will set
+		// the timer when done.
+		s.mu.Unlock()
+		return
+	}
+	s.busy = true
+	s.armed = time.Time{}
 	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			return
-		}
 		now := time.Now()
-		if wait := s.queue[0].watch.due.Sub(now); wait > 0 {
-			s.mu.Unlock()
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-s.wake:
-				timer.Stop() // since Go 1.23 no stale tick is left to drain
-			}
-			continue
-		}
 		var batch []*Lock
 		for len(s.queue) > 0 && !s.queue[0].watch.due.After(now.Add(s.queue[0].watch.slack)) {
 			batch = append(batch, heap.Pop(&s.queue).(*Lock))
 		}
+		if len(batch) == 0 {
+			break
+		}
 		s.mu.Unlock()
 		s.extend(batch)
+		s.mu.Lock()
 	}
+	s.busy = false
+	s.armLocked()
+	s.mu.Unlock()
 }
 
 // extendRequest is one lock's extension in a batch.
