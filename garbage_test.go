@@ -158,6 +158,16 @@ func (f *fakeRedis) reply(cmd []string) string {
 		defer f.mu.Unlock()
 		f.argv[name] = cmd[3+numKeys:]
 		return f.replies[name]
+	case "SET":
+		// A plain lock's first attempt. Unless a test says otherwise the
+		// key is taken, so that the acquire script runs and answers.
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.argv["set"] = cmd[1:]
+		if reply, ok := f.replies["set"]; ok {
+			return reply
+		}
+		return "$-1\r\n"
 	}
 	return "+OK\r\n"
 }
@@ -269,6 +279,41 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a plain lock's SET NX answered with garbage", func(t *testing.T) {
+		f.answer("acquire", "*2\r\n:1\r\n:0\r\n") // the script would grant it
+		f.answer("release", ":1\r\n")
+		defer func() {
+			f.mu.Lock()
+			delete(f.replies, "set")
+			f.mu.Unlock()
+		}()
+		// A Client sends SET NX only once a script of ours ran on the
+		// server: this first cycle runs the scripts.
+		c := redislock.New(rdb, quiet, redislock.WithWatchdog(false))
+		l, err := c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		for _, g := range append(append([]garbage{
+			{"an integer", ":1\r\n"},
+			{"another status", "+QUEUED\r\n"},
+		}, arrayGarbage...), commonGarbage...) {
+			if g.raw == "+OK\r\n" || g.raw == "$-1\r\n" || g.raw == "*-1\r\n" {
+				continue // the two real answers: set, and not set (nil)
+			}
+			f.answer("set", g.raw)
+			l, err := c.Acquire(ctx, "job")
+			require.Error(t, err, g.name)
+			require.Nil(t, l, g.name)
+			require.NotErrorIs(t, err, redislock.ErrNotAcquired, g.name)
+			require.Contains(t, err.Error(), `acquire "job"`, g.name)
+		}
+		f.answer("set", "+OK\r\n") // the control: a real "set"
+		l, err = c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, []string{"lock:{job}", l.Token(), "nx", "px", "30000"}, f.lastArgv("set"),
+			"SET key token NX PX ttl")
+	})
 
 	t.Run("the fake server answers a well-formed reply with a lock", func(t *testing.T) {
 		// The control: the same server and client do give a lock when the

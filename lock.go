@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,6 +49,8 @@ type Client struct {
 	opts  options
 	// notify is the client that hears release announcements; nil: none.
 	notify redis.UniversalClient
+	// publish is the command the release script announces with.
+	publish string
 
 	init      sync.Once
 	scheduler *scheduler
@@ -78,9 +81,11 @@ func (c *Client) setup() {
 // invalid option) are reported, with ErrInvalidArgument, by every call made
 // on the returned Client.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{store: singleStore{rdb}, opts: defaultOptions()}
+	store := singleStore{rdb: rdb, scripted: new(atomic.Bool)}
+	c := &Client{store: store, opts: defaultOptions(), publish: "PUBLISH"}
 	if !isNilClient(rdb) {
 		c.notify = rdb
+		c.publish = store.publishCommand()
 	}
 	if isNilClient(rdb) {
 		c.opts.invalid(invalidf("nil redis client"))
@@ -89,6 +94,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if err := c.opts.validate(); err != nil {
 		c.opts.invalid(err)
 	}
+	c.opts.ttlArg = c.opts.ttl.Milliseconds()
 	return c
 }
 
@@ -122,6 +128,9 @@ func (c *Client) resolve(opts []Option) (options, error) {
 	applyOptions(&o, opts)
 	if err := o.validate(); err != nil {
 		return o, err
+	}
+	if o.ttl != c.opts.ttl || o.ttlArg == nil {
+		o.ttlArg = o.ttl.Milliseconds()
 	}
 	return o, c.store.check(&o)
 }
@@ -231,14 +240,18 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 	}()
 	listened := false
+	// The Lock is built up front: its commands are prepared once for
+	// every attempt, and it is handed out when one succeeds.
+	l := &Lock{client: c, opts: o, name: name}
+	l.ref.init(key, &l.opts, c.publish)
 
 	for attempt := 1; ; attempt++ {
 		// A new token for every attempt: a late answer to an earlier
 		// attempt (a quorum node that missed its timeout) then cannot be
 		// mistaken for this one, nor its clean-up delete this one's key.
-		token := rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
 		sent := time.Now()
-		acquired, fence, holderTTL, err := c.store.acquire(ctx, &o, key, token)
+		acquired, fence, holderTTL, err := c.store.acquire(ctx, &l.opts, &l.ref)
 		// A store may explain a refusal (a quorum's counts): that is
 		// still "held by someone else", and the explanation goes with
 		// the error if we give up.
@@ -258,11 +271,11 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 		if acquired {
 			keepRoom = true
-			l := newLock(c, ctx, name, key, token, fence, sent, o, room)
+			l.start(ctx, fence, sent, room)
 			c.observeAcquire(o, name, start, attempt, l.fence, nil)
 			if logger := o.log(); logger.Enabled(ctx, slog.LevelDebug) { // no boxing when off
 				logger.Debug("redislock: acquired", "name", name, "fence", l.fence,
-					"attempts", attempt, "wait", time.Since(start), "token", token)
+					"attempts", attempt, "wait", time.Since(start), "token", l.ref.token)
 			}
 			return l, nil
 		}
@@ -392,12 +405,13 @@ func isUnreachable(err error) bool {
 
 func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	runCtx, cancel := context.WithCancelCause(withFence(ctx, l.fence))
-	stopForwarding := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	lockCtx := l.Context()
+	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
 	defer func() {
 		stopForwarding()
 		cancel(nil)
 		var lost *LostError
-		errors.As(context.Cause(l.ctx), &lost)
+		errors.As(context.Cause(lockCtx), &lost)
 
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		foundLost, releaseErr := l.release(releaseCtx)
@@ -423,13 +437,9 @@ type Lock struct {
 	client     *Client
 	opts       options
 	name       string
-	key        string
-	token      string
+	ref        lockRef // key, token and prepared commands
 	fence      int64
 	acquiredAt time.Time
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
 
 	// extending serialises extensions (watchdog and Extend), so that the
 	// last confirmed one is also the last one Redis executed.
@@ -448,6 +458,13 @@ type Lock struct {
 	// so that whoever sees the context done also finds the log line and
 	// the metric.
 	ended error
+	// The lock's context is made on first use (most holders never ask
+	// for it): parent gives its values; doneCause, once set, is the cause
+	// it is (or will be made) cancelled with.
+	parent    context.Context
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	doneCause error
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
@@ -465,15 +482,14 @@ func (l *Lock) endHold() {
 	}
 }
 
-func newLock(c *Client, ctx context.Context, name, key, token string, fence int64, sent time.Time, o options, room *waitRoom) *Lock {
-	l := &Lock{
-		client: c, opts: o, name: name, key: key, token: token, fence: fence, room: room,
-		acquiredAt: sent, extending: make(chan struct{}, 1), watch: watchState{index: -1},
-		ttl: o.ttl, interval: o.interval(), safeDeadline: sent.Add(o.ttl - drift(o.ttl)),
-	}
-	// The lock's context keeps ctx's values but not its cancellation: a
-	// short wait timeout must not end the hold.
-	l.ctx, l.cancel = context.WithCancelCause(withFence(context.WithoutCancel(ctx), fence))
+// start makes l the held lock, acquired with fence by a command sent at
+// sent: the safe-deadline and max-hold timers and the watchdog start.
+func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
+	o := &l.opts
+	l.fence, l.room, l.parent = fence, room, ctx
+	l.acquiredAt, l.watch = sent, watchState{index: -1}
+	l.extending = make(chan struct{}, 1)
+	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(o.ttl-drift(o.ttl))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadlineTimer = time.AfterFunc(time.Until(l.safeDeadline), l.onSafeDeadline)
@@ -481,11 +497,10 @@ func newLock(c *Client, ctx context.Context, name, key, token string, fence int6
 		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), l.onMaxHold)
 	}
 	if o.watchdog {
-		c.watchdog().schedule(l, sent.Add(l.interval), l.interval)
+		l.client.watchdog().schedule(l, sent.Add(l.interval), l.interval)
 	} else {
 		l.watch.unwatched = true
 	}
-	return l
 }
 
 // drift is the allowance for clock drift between us and Redis over one
@@ -496,11 +511,11 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 func (l *Lock) Name() string { return l.name }
 
 // Key returns the Redis key that holds the token.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string { return l.ref.key }
 
 // Token returns the random token that identifies this acquisition. Treat it
 // as a secret: whoever knows it can release the lock.
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string { return l.ref.token }
 
 // Fence returns the fencing token taken with the lock, or 0 when the lock
 // was acquired without WithFencing.
@@ -510,7 +525,30 @@ func (l *Lock) Fence() int64 { return l.fence }
 // Acquire, but not its cancellation, and is cancelled when the hold ends:
 // with a *LostError as its cause (see context.Cause) when the lock is lost,
 // and with ErrReleased when it is released. FenceFromContext works on it.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		// The lock's context keeps the acquire context's values but not
+		// its cancellation: a short wait timeout must not end the hold.
+		l.ctx, l.cancel = context.WithCancelCause(withFence(context.WithoutCancel(l.parent), l.fence))
+		if l.doneCause != nil {
+			l.cancel(l.doneCause)
+		}
+	}
+	return l.ctx
+}
+
+// cancelLocked cancels the lock's context (now, or when it is made) with
+// cause, unless it was cancelled before: the first cause stays.
+func (l *Lock) cancelLocked(cause error) {
+	if l.doneCause == nil {
+		l.doneCause = cause
+	}
+	if l.cancel != nil {
+		l.cancel(l.doneCause)
+	}
+}
 
 // TTL returns the lock's remaining lease on the server. It returns
 // ErrNotHeld when the lock is no longer ours (nothing is sent if it was
@@ -522,7 +560,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.endedFor(ctx); err != nil {
 		return 0, err
 	}
-	reply, err := l.client.store.pttl(ctx, l.key, l.token)
+	reply, err := l.client.store.pttl(ctx, l.ref.key, l.ref.token)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)
@@ -548,7 +586,7 @@ func (l *Lock) endedFor(ctx context.Context) error {
 	err := l.notHeld()
 	if err != nil {
 		select {
-		case <-l.ctx.Done():
+		case <-l.Context().Done():
 		case <-ctx.Done():
 		}
 	}
@@ -620,7 +658,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	reply, err := l.client.store.extend(ctx, &l.opts, l.key, l.token, ttl)
+	reply, err := l.client.store.extend(ctx, &l.opts, l.ref.key, l.ref.token, ttl)
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
@@ -733,7 +771,9 @@ func (l *Lock) finishLoss(lost *LostError) {
 	l.client.watchdog().unwatch(l)
 	l.announceLoss(lost)
 	l.endHold()
-	l.cancel(lost)
+	l.mu.Lock()
+	l.cancelLocked(lost)
+	l.mu.Unlock()
 }
 
 // announceLoss logs the loss at Error and reports it to the Observer.
@@ -805,7 +845,7 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		if l.ended == nil {
 			l.ended = ErrReleased
 		}
-		l.cancel(l.ended)
+		l.cancelLocked(l.ended)
 		l.mu.Unlock()
 		l.endHold()
 		return nil, fmt.Errorf("redislock: release %q: waiting for an extension under way: %w", l.name, ctx.Err())
@@ -820,11 +860,11 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	if l.ended == nil {
 		l.ended = ErrReleased
 	}
-	l.cancel(l.ended) // a loss found first stays the cause
+	l.cancelLocked(l.ended) // a loss found first stays the cause
 	l.mu.Unlock()
 	<-l.extending
 
-	reply, err := l.client.store.release(ctx, l.key, l.token)
+	reply, err := l.client.store.release(ctx, &l.ref)
 	var reason LostReason
 	switch {
 	case err != nil:
@@ -844,7 +884,7 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	}
 	heldFor := time.Since(l.acquiredAt)
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
-		logger.Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.token)
+		logger.Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.ref.token)
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: heldFor, Err: err})

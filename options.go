@@ -46,6 +46,7 @@ type options struct {
 	replicas       int           // WithReplicaAck; 0: no WAIT
 	replicaTimeout time.Duration
 	err            error // bad option values, reported by every call
+	ttlArg         any   // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
 }
 
 func defaultOptions() options {

@@ -95,7 +95,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 				label += " (" + addr + ")"
 			}
 		}
-		q.nodes[i] = quorumNode{singleStore: singleStore{rdb}, label: label}
+		q.nodes[i] = quorumNode{singleStore: singleStore{rdb: rdb}, label: label}
 	}
 	o := defaultOptions()
 	applyOptions(&o, opts)
@@ -360,12 +360,13 @@ func (q *quorumStore) check(o *options) error {
 // it is the k-th shortest remaining TTL among the refusing nodes, where k
 // is how many of them must still expire. A waiter retries then, and not
 // later, as it does on a single server with the holder's TTL.
-func (q *quorumStore) acquire(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
+	key, token := ref.key, ref.token
 	start := time.Now()
 	att := &attempt{token: token}
 	timeout := nodeTimeout(o.ttl)
 	answers, abandoned := q.ask(ctx, timeout, nil, func(ctx context.Context, n quorumNode) answer {
-		acquired, _, holderTTL, err := n.acquire(ctx, o, key, token)
+		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token)
 		return answer{acquired: acquired, holderTTL: holderTTL, err: err}
 	}, func(node int, a answer) { q.landed(att, node, key, a) })
 	elapsed := time.Since(start)
@@ -475,7 +476,7 @@ func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	if giveBack {
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
-		_, _ = q.nodes[node].release(ctx, key, att.token)
+		_, _ = q.nodes[node].releaseKey(ctx, key, att.token)
 	}
 }
 
@@ -493,7 +494,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 		return
 	}
 	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, n quorumNode) answer {
-		_, err := n.release(ctx, key, token)
+		_, err := n.releaseKey(ctx, key, token)
 		return answer{err: err}
 	}, nil)
 }
@@ -530,7 +531,8 @@ func (q *quorumStore) extend(ctx context.Context, o *options, key, token string,
 // ones: the lock was no longer ours, whatever minority of keys this release
 // deleted. Otherwise (too few answers) it returns a *QuorumError and
 // Release may be called again.
-func (q *quorumStore) release(ctx context.Context, key, token string) (int64, error) {
+func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) {
+	key, token := ref.key, ref.token
 	q.mu.Lock()
 	if att := q.straggles[token]; att != nil {
 		att.holding = false
@@ -540,7 +542,7 @@ func (q *quorumStore) release(ctx context.Context, key, token string) (int64, er
 
 	start := time.Now()
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
-		reply, err := n.release(ctx, key, token)
+		reply, err := n.releaseKey(ctx, key, token)
 		return answer{reply: reply, err: err}
 	}, nil)
 	t := q.tally(answers)

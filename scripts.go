@@ -24,6 +24,10 @@ var (
 	extendScript  = redis.NewScript(extendSource)
 	releaseScript = redis.NewScript(releaseSource)
 	pttlScript    = redis.NewScript(pttlSource)
+
+	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
+	acquireSHA any = acquireScript.Hash()
+	releaseSHA any = releaseScript.Hash()
 )
 
 // Replies of the extend and release scripts.

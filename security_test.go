@@ -6,9 +6,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -73,27 +75,62 @@ func hamming(a, b string) int {
 	return d + max(len(a), len(b)) - min(len(a), len(b))
 }
 
-// scriptStub is a redis.UniversalClient whose scripts answer at once, in
-// process, as a Redis where every lock is free would: the cheap way to draw
-// many tokens through the real Acquire. It records the token each acquire
-// sends. The embedded client is never used for I/O.
+// scriptStub is a redis.UniversalClient that answers at once, in process,
+// as a Redis where every lock is free would: the cheap way to draw many
+// tokens through the real Acquire. It records the token each acquisition
+// sends (by SET NX or by the acquire script). The embedded client is never
+// used for I/O.
 type scriptStub struct {
 	*redis.Client
 	mu   sync.Mutex
 	sent []string
 }
 
-// EvalSha answers the acquire script (two ARGV: token, TTL) with {1, 0}
-// and the release script (one ARGV: token) with 1.
-func (s *scriptStub) EvalSha(_ context.Context, _ string, _ []string, args ...any) *redis.Cmd {
-	if len(args) == 2 {
-		s.mu.Lock()
-		s.sent = append(s.sent, args[0].(string))
-		s.mu.Unlock()
-		return redis.NewCmdResult([]any{int64(1), int64(0)}, nil)
+// Process answers SET with OK, the acquire script (recognised by its
+// SHA1) with {1, 0} and any other script (the release) with 1.
+func (s *scriptStub) Process(_ context.Context, cmd redis.Cmder) error {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return fmt.Errorf("scriptStub: unexpected command type %T", cmd)
 	}
-	return redis.NewCmdResult(int64(1), nil)
+	args := cmd.Args()
+	argString := func(i int) string {
+		switch v := args[i].(type) {
+		case string:
+			return v
+		case *string:
+			return *v
+		}
+		return fmt.Sprint(args[i])
+	}
+	switch {
+	case strings.EqualFold(argString(0), "set"):
+		s.record(argString(2))
+		c.SetVal("OK")
+	case strings.EqualFold(argString(0), "evalsha") && argString(1) == acquireSHA:
+		s.record(argString(4))
+		c.SetVal([]any{int64(1), int64(0)})
+	default:
+		c.SetVal(int64(1))
+	}
+	return nil
 }
+
+func (s *scriptStub) record(token string) {
+	s.mu.Lock()
+	s.sent = append(s.sent, token)
+	s.mu.Unlock()
+}
+
+// acquireSHA is the SHA1 of the acquire script, as EVALSHA names it.
+var acquireSHA = func() string {
+	src, err := os.ReadFile("lua/acquire.lua")
+	if err != nil {
+		panic(err)
+	}
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}()
 
 func TestTokensAreDistinctAndRandom(t *testing.T) {
 	const total, workers = 100_000, 4

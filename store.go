@@ -2,8 +2,10 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,20 +18,105 @@ import (
 type store interface {
 	// check rejects settings this store cannot honour.
 	check(o *options) error
-	// acquire makes one attempt. held reports the holder's remaining TTL
-	// (negative when unknown) when the lock is someone else's.
-	acquire(ctx context.Context, o *options, key, token string) (acquired bool, fence int64, holderTTL time.Duration, err error)
+	// acquire makes one attempt under ref.token. holderTTL is the holder's
+	// remaining TTL (0 when unknown) when the lock is someone else's.
+	acquire(ctx context.Context, o *options, ref *lockRef) (acquired bool, fence int64, holderTTL time.Duration, err error)
 	// extend resets the lease; the reply is replyDone, replyGone or
 	// replyForeign, and err is set when that could not be established.
 	extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (reply int64, err error)
-	// release deletes the key if it holds token; replies as extend.
-	release(ctx context.Context, key, token string) (reply int64, err error)
+	// release deletes the key if it holds ref.token; replies as extend.
+	release(ctx context.Context, ref *lockRef) (reply int64, err error)
 	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, key, token string) (int64, error)
 }
 
+// lockRef is one lock as its store commands see it. For a single
+// deployment it also carries the acquire and release commands, built once
+// per lock, so that the uncontended path allocates no argument lists and
+// boxes nothing per call. The token goes in as a *string, which go-redis
+// writes as the string: tracing hooks that print a command's arguments
+// then show an address instead of the token, which is a secret.
+type lockRef struct {
+	key      string
+	fenceKey string // "" without fencing
+	token    string // a new one for every attempt
+	ttlArg   any    // the TTL in milliseconds, boxed once per options
+
+	// setArgs is SET key token NX PX ttl: a plain lock's first attempt.
+	// Redis runs it faster than the acquire script, and a lock nobody
+	// holds needs nothing more; when it finds the key taken, the script
+	// runs after it to tell held (and for how long) from a value of
+	// another type, or from our own SET whose reply was lost and which
+	// go-redis sent again.
+	setArgs     [6]any
+	acquireArgs [7]any
+	nAcquire    int
+	releaseArgs [6]any
+	// setFirst: the next attempt may start with setArgs (cleared after
+	// the first, so a waiter's retries cost one command each).
+	setFirst bool
+}
+
+// init sets the lock's key and builds its commands; publish is the release
+// script's announcement command (see singleStore.publishCommand).
+func (r *lockRef) init(key string, o *options, publish string) {
+	r.key = key
+	keyArg := any(key) // boxed once, shared by both commands
+	r.ttlArg = o.ttlArg
+	r.acquireArgs[0], r.acquireArgs[1], r.acquireArgs[3] = "evalsha", acquireSHA, keyArg
+	r.setFirst = !o.fencing && o.replicas == 0
+	r.setArgs = [6]any{"set", keyArg, &r.token, "nx", "px", r.ttlArg}
+	if o.fencing {
+		r.fenceKey = fenceKeyFor(key)
+		r.acquireArgs[2], r.acquireArgs[4] = 2, r.fenceKey
+		r.acquireArgs[5], r.acquireArgs[6] = &r.token, r.ttlArg
+		r.nAcquire = 7
+	} else {
+		r.acquireArgs[2] = 1
+		r.acquireArgs[4], r.acquireArgs[5] = &r.token, r.ttlArg
+		r.nAcquire = 6
+	}
+	r.releaseArgs[0], r.releaseArgs[1], r.releaseArgs[2], r.releaseArgs[3] = "evalsha", releaseSHA, 1, keyArg
+	r.releaseArgs[4], r.releaseArgs[5] = &r.token, publish
+}
+
 // singleStore keeps every lock on one Redis deployment.
-type singleStore struct{ rdb redis.UniversalClient }
+type singleStore struct {
+	rdb redis.UniversalClient
+	// scripted is set once a script of ours ran on this deployment: from
+	// then on a plain lock's first attempt may be a plain SET (see
+	// lockRef.setArgs). Until then it runs the script, so that a user
+	// without the right to run scripts is refused by Acquire, not left
+	// holding a lock it cannot extend or release. nil: never (a quorum's
+	// nodes).
+	scripted *atomic.Bool
+}
+
+// publishCommand is how the release script announces a release: SPUBLISH
+// on a cluster, where the channel lives on the lock's node.
+func (s singleStore) publishCommand() string {
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// run sends a prebuilt EVALSHA (args[0:2] = "evalsha", sha; keys from
+// args[3]) and, when the server lost its script cache, the same as EVAL.
+func (s singleStore) run(ctx context.Context, source string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = s.rdb.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		eval := make([]any, len(args))
+		copy(eval, args)
+		eval[0], eval[1] = "eval", source
+		cmd = redis.NewCmd(ctx, eval...)
+		cmd.SetFirstKeyPos(3)
+		_ = s.rdb.Process(ctx, cmd)
+	}
+	return cmd
+}
 
 func (s singleStore) check(o *options) error {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
@@ -38,29 +125,77 @@ func (s singleStore) check(o *options) error {
 	return nil
 }
 
-func (s singleStore) acquire(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
+	if o.replicas > 0 {
+		return s.acquireKey(ctx, o, ref.key, ref.token)
+	}
+	if ref.setFirst && s.scripted != nil && s.scripted.Load() {
+		ref.setFirst = false
+		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
+		cmd.SetFirstKeyPos(1)
+		_ = s.rdb.Process(ctx, cmd)
+		switch err := cmd.Err(); {
+		case err == nil:
+			if val, _ := cmd.Val().(string); val != "OK" {
+				return false, 0, 0, fmt.Errorf("unexpected reply %v to SET NX", cmd.Val())
+			}
+			return true, 0, 0, nil
+		case err != redis.Nil:
+			return false, 0, 0, err
+		}
+		// Not set: the script says why.
+	}
+	ref.setFirst = false // retries run the script: one command each
+	reply := s.run(ctx, acquireSource, ref.acquireArgs[:ref.nAcquire])
+	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
+	if err == nil {
+		s.ranScript()
+	}
+	return acquired, fence, holder, err
+}
+
+// acquireKey is acquire from strings, with WAIT when the options ask for
+// replica acknowledgements. A quorum's nodes use it.
+func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
 	keys := []string{key}
 	if o.fencing {
 		keys = append(keys, fenceKeyFor(key))
 	}
 	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds())
-	reply, err := cmd.Int64Slice()
-	if err == nil && (len(reply) != 2 || reply[0] != 0 && reply[0] != 1 ||
-		reply[0] == 1 && (o.fencing && reply[1] < 1 || !o.fencing && reply[1] != 0)) {
-		err = fmt.Errorf("unexpected reply %v from the acquire script", reply)
-	}
-	if err != nil {
-		return false, 0, 0, err
-	}
-	if reply[0] == 0 {
-		return false, 0, holderTTL(reply[1]), nil
+	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
+	if err != nil || !acquired {
+		return false, 0, holder, err
 	}
 	if ackErr != nil {
 		// Not safe to hold: a failover could lose it. Give it back.
-		_, _ = s.release(context.WithoutCancel(ctx), key, token)
+		_, _ = s.releaseKey(context.WithoutCancel(ctx), key, token)
 		return false, 0, 0, ackErr
 	}
-	return true, reply[1], 0, nil
+	return true, fence, 0, nil
+}
+
+// parseAcquire reads the acquire script's reply: {1, fence} or {0, pttl}.
+func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, holder time.Duration, err error) {
+	val, err := cmd.Result()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	reply, _ := val.([]any)
+	var won, n int64
+	ok := len(reply) == 2
+	if ok {
+		won, ok = reply[0].(int64)
+	}
+	if ok {
+		n, ok = reply[1].(int64)
+	}
+	if !ok || won != 0 && won != 1 || won == 1 && (fencing && n < 1 || !fencing && n != 0) {
+		return false, 0, 0, fmt.Errorf("unexpected reply %v from the acquire script", val)
+	}
+	if won == 0 {
+		return false, 0, holderTTL(n), nil
+	}
+	return true, n, 0, nil
 }
 
 func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
@@ -72,12 +207,23 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 	return reply, err
 }
 
-func (s singleStore) release(ctx context.Context, key, token string) (int64, error) {
-	publish := "PUBLISH"
-	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
-		publish = "SPUBLISH" // the channel lives on the lock's node
+func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
+	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
+	if err == nil {
+		s.ranScript()
 	}
-	return releaseScript.Run(ctx, s.rdb, []string{key}, token, releaseChannel(key), publish).Int64()
+	return reply, err
+}
+
+func (s singleStore) ranScript() {
+	if s.scripted != nil && !s.scripted.Load() {
+		s.scripted.Store(true)
+	}
+}
+
+// releaseKey is release from strings; a quorum's nodes use it.
+func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, error) {
+	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
 }
 
 func (s singleStore) pttl(ctx context.Context, key, token string) (int64, error) {

@@ -25,11 +25,11 @@ type countingStore struct {
 	tokens map[any]int
 }
 
-func (s *countingStore) acquire(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+func (s *countingStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	s.mu.Lock()
 	s.tokens[ctx.Value(waiterKey{})]++
 	s.mu.Unlock()
-	return s.store.acquire(ctx, o, key, token)
+	return s.store.acquire(ctx, o, ref)
 }
 
 func (s *countingStore) attempts() (callers, total int) {

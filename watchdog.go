@@ -189,7 +189,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	deadline := time.Time{}
 	for i, l := range ready {
 		l.mu.Lock()
-		reqs[i] = extendRequest{opts: &l.opts, key: l.key, token: l.token, ttl: l.ttl}
+		reqs[i] = extendRequest{opts: &l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl}
 		intervals[i] = l.interval
 		if deadline.IsZero() || l.safeDeadline.Before(deadline) {
 			deadline = l.safeDeadline
@@ -222,7 +222,7 @@ func (s *scheduler) extend(batch []*Lock) {
 			s.schedule(l, sent.Add(intervals[i]), intervals[i])
 			continue
 		}
-		if l.ctx.Err() == nil {
+		if l.notHeld() == nil {
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}

@@ -2,8 +2,8 @@
 -- announce the release to waiters.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the holder's token
--- ARGV[2]  optional: the release channel (same hash slot as KEYS[1])
--- ARGV[3]  with ARGV[2]: PUBLISH, or SPUBLISH on a cluster
+-- ARGV[2]  optional: PUBLISH, or SPUBLISH on a cluster, to announce the
+--          release on the channel KEYS[1] .. ':released' (same hash slot)
 -- Returns  1   deleted (and announced)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
@@ -21,7 +21,7 @@ if value == ARGV[1] then
   if ARGV[2] then
     -- pcall: a user not allowed to publish still releases; waiters then
     -- fall back to their backoff.
-    redis.pcall(ARGV[3], ARGV[2], '1')
+    redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
   end
   return 1
 end

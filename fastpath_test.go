@@ -1,0 +1,129 @@
+package redislock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+)
+
+// commandLog is a go-redis hook that records the name of every command a
+// client sends and, when resend is set, sends each SET twice, as go-redis
+// does when the reply to the first was lost on the network.
+type commandLog struct {
+	mu     sync.Mutex
+	names  []string
+	resend bool
+}
+
+func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		switch cmd.Name() {
+		case "hello", "client", "ping": // a new connection's set-up
+		default:
+			h.names = append(h.names, cmd.Name())
+		}
+		resend := h.resend && cmd.Name() == "set"
+		h.mu.Unlock()
+		if resend {
+			// The first SET lands; its reply is dropped, like a reply
+			// lost with the connection. The same SET goes again.
+			if err := next(ctx, cmd); err != nil && err != redis.Nil {
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// take returns the names recorded since the last call.
+func (h *commandLog) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.names
+	h.names = nil
+	return names
+}
+
+func TestAPlainLockIsOneSETOnceTheScriptsRan(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		hook := &commandLog{}
+		rdb := newRedisClient(t, b.rdb.Options().Addr) // b.rdb checks, unhooked
+		rdb.AddHook(hook)
+		c := redislock.New(rdb, quiet)
+
+		// The first acquisition of a Client runs the script: a user not
+		// allowed to run scripts is refused here, not after taking a lock
+		// it could not release.
+		l, err := c.Acquire(ctx, "fast")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		// (EVALSHA, then EVAL while the server has not cached the script.)
+		require.NotContains(t, hook.take(), "set")
+
+		// From then on: SET NX PX, and the release script.
+		l, err = c.Acquire(ctx, "fast")
+		require.NoError(t, err)
+		pttl := b.rdb.PTTL(ctx, l.Key()).Val()
+		require.Greater(t, pttl, redislock.DefaultTTL/2, "SET gave the key its TTL")
+		require.Equal(t, l.Token(), b.rdb.Get(ctx, l.Key()).Val())
+		require.NoError(t, l.Release(ctx))
+		require.Equal(t, []string{"set", "evalsha"}, hook.take())
+
+		// Held by another: SET finds it taken, the script reports the
+		// holder's TTL; a waiter's later attempts are one script each.
+		other, err := c.Acquire(ctx, "held")
+		require.NoError(t, err)
+		hook.take()
+		_, err = redislock.New(rdb, quiet).Acquire(ctx, "held")
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Contains(t, err.Error(), "for ", "the holder's TTL came back with the refusal")
+		require.Equal(t, []string{"evalsha"}, hook.take(), "a new Client runs the script first")
+		_, err = c.Acquire(ctx, "held")
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Equal(t, []string{"set", "evalsha"}, hook.take())
+		require.NoError(t, other.Release(ctx))
+
+		// A value of another type is an error, not "held".
+		require.NoError(t, b.rdb.HSet(ctx, "lock:{hash}", "f", "v").Err())
+		_, err = c.Acquire(ctx, "hash")
+		require.Error(t, err)
+		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Contains(t, err.Error(), "WRONGTYPE")
+		hook.take()
+
+		// A SET whose reply was lost and that go-redis sent again finds
+		// our own token: the script recognises it, and the lock is ours.
+		hook.mu.Lock()
+		hook.resend = true
+		hook.mu.Unlock()
+		l, err = c.Acquire(ctx, "resent")
+		require.NoError(t, err, "our own SET, sent twice, is still our lock")
+		require.Equal(t, []string{"set", "evalsha"}, hook.take())
+		require.Equal(t, l.Token(), b.rdb.Get(ctx, l.Key()).Val())
+		require.NoError(t, l.Release(ctx))
+		require.Zero(t, b.rdb.Exists(ctx, l.Key()).Val())
+
+		// Fenced locks always run the script (the INCR goes with the SET).
+		hook.take()
+		l, err = c.Acquire(ctx, "fenced", redislock.WithFencing())
+		require.NoError(t, err)
+		require.Equal(t, int64(1), l.Fence())
+		require.NoError(t, l.Release(ctx))
+		names := hook.take()
+		require.Equal(t, []string{"evalsha", "evalsha"}, names, strings.Join(names, " "))
+	})
+}
