@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -125,5 +126,32 @@ func TestAPlainLockIsOneSETOnceTheScriptsRan(t *testing.T) {
 		require.NoError(t, l.Release(ctx))
 		names := hook.take()
 		require.Equal(t, []string{"evalsha", "evalsha"}, names, strings.Join(names, " "))
+	})
+}
+
+func TestALockContextAskedForAfterTheHoldEndedComesCancelled(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+
+		released, err := c.Acquire(ctx, "released")
+		require.NoError(t, err)
+		require.NoError(t, released.Release(ctx))
+		lockCtx := released.Context()
+		require.Error(t, lockCtx.Err(), "released before anyone asked for the context")
+		require.ErrorIs(t, context.Cause(lockCtx), redislock.ErrReleased)
+
+		lost, err := c.Acquire(ctx, "lost", redislock.WithWatchdog(false))
+		require.NoError(t, err)
+		require.NoError(t, b.rdb.Del(ctx, lost.Key()).Err())
+		// Extend finds the key gone: the hold ends with a loss, and Extend
+		// returns once it is announced.
+		require.ErrorIs(t, lost.Extend(ctx, time.Second), redislock.ErrNotHeld)
+		lockCtx = lost.Context()
+		require.Error(t, lockCtx.Err())
+		var lostErr *redislock.LostError
+		require.ErrorAs(t, context.Cause(lockCtx), &lostErr)
+		require.Equal(t, redislock.Expired, lostErr.Reason)
+		require.Same(t, lockCtx, lost.Context(), "one context per lock")
 	})
 }
