@@ -201,10 +201,11 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 	if ctx == nil {
 		return nil, invalidf("nil context")
 	}
-	key, err := lockKey(o.prefix, name)
+	names, keyLen, err := lockKeys(o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
+	key := names[:keyLen]
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %q: context already done", ErrNotAcquired, name), err)
 	}
@@ -239,17 +240,40 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			c.rooms().leave(room)
 		}
 	}()
-	listened := false
+	// A room that kept its subscription from earlier waiters already
+	// hears every release: no need to try again once subscribed.
+	listened := room != nil && c.rooms().hearing(room)
 	// The Lock is built up front: its commands are prepared once for
 	// every attempt, and it is handed out when one succeeds.
 	l := &Lock{client: c, opts: o, name: name}
-	l.ref.init(key, &l.opts, c.publish)
+	l.ref.init(names, keyLen, &l.opts, c.publish)
+	// A waiter on a single deployment queues on the server, under one
+	// token for all its attempts: a release hands the lock to the first
+	// waiter in line, which claims it with its next attempt (see
+	// lua/release.lua), and the other waiters are not woken. Elsewhere
+	// each attempt has a token of its own: a late answer to an earlier
+	// attempt (a quorum node that missed its timeout) then cannot be
+	// mistaken for this one, nor its clean-up delete this one's key.
+	queued := room != nil && c.store.queues()
+	l.ref.waiting = queued
+	if queued {
+		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+	}
+	inQueue := false // we may have a place in the server's queue
+	defer func() {
+		if inQueue {
+			c.leaveQueue(ctx, &l.ref)
+		}
+	}()
+	giveUp := func(attempt int, err error) (*Lock, error) {
+		c.observeAcquire(o, name, start, attempt, 0, err)
+		return nil, err
+	}
 
 	for attempt := 1; ; attempt++ {
-		// A new token for every attempt: a late answer to an earlier
-		// attempt (a quorum node that missed its timeout) then cannot be
-		// mistaken for this one, nor its clean-up delete this one's key.
-		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+		if !queued {
+			l.ref.token = rand.Text()
+		}
 		sent := time.Now()
 		acquired, fence, holderTTL, err := c.store.acquire(ctx, &l.opts, &l.ref)
 		// A store may explain a refusal (a quorum's counts): that is
@@ -261,15 +285,21 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 		if err != nil {
 			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
+			if ctx.Err() == nil {
+				// Redis failed: our place in the queue, if any, lapses
+				// by itself, with no further call to a Redis that just
+				// failed.
+				inQueue = false
+			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				// The context ended during the attempt: that is giving up
 				// waiting, whatever go-redis made of it.
 				err = errors.Join(fmt.Errorf("%w: %q: the context ended during attempt %d", ErrNotAcquired, name, attempt), ctxErr, err)
 			}
-			c.observeAcquire(o, name, start, attempt, 0, err)
-			return nil, err
+			return giveUp(attempt, err)
 		}
 		if acquired {
+			inQueue = false // the script took us out of the queue
 			keepRoom = true
 			l.start(ctx, fence, sent, room)
 			c.observeAcquire(o, name, start, attempt, l.fence, nil)
@@ -279,45 +309,91 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			}
 			return l, nil
 		}
+		if queued && !inQueue {
+			inQueue = true
+			room.expect(handoffTicket(l.ref.token))
+		}
 
 		delay, again := o.retry.NextBackoff(attempt)
 		if !again || room == nil { // room nil: the strategy said "no retry" up front
-			err := errors.Join(fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL), refusal)
-			c.observeAcquire(o, name, start, attempt, 0, err)
-			return nil, err
+			return giveUp(attempt, errors.Join(fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL), refusal))
 		}
 		delay = max(delay, 0)
-		if holderTTL > 0 && holderTTL < delay {
-			// The holder's lease ends sooner than our backoff: try then.
-			delay = holderTTL
+		// When to ask Redis again, unless a release is announced first:
+		// at the backoff, or when the holder's lease would end if that is
+		// sooner. A waiter queued on the server does not poll at its
+		// backoff (the release hands it the lock and says so): it comes
+		// back every queueRefresh, which keeps its place and catches an
+		// announcement that was lost, and its backoff only paces its
+		// patience, each one counting as an attempt for the strategy.
+		askIn := delay
+		if queued {
+			askIn = queueRefresh
 		}
-		if !waitCap.IsZero() && time.Now().Add(delay).After(waitCap) {
-			err := errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal)
-			c.observeAcquire(o, name, start, attempt, 0, err)
-			return nil, err
+		if holderTTL > 0 && holderTTL < askIn {
+			// The holder's lease ends sooner: try then.
+			askIn = holderTTL
 		}
 		if !listened {
 			// Hear the holder's release from now on. Until the
 			// subscription is confirmed a release could pass unheard,
 			// so try again at once after confirming.
+			if !waitCap.IsZero() && time.Now().Add(min(delay, askIn)).After(waitCap) {
+				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal))
+			}
 			listened = true
-			c.rooms().listen(ctx, room, delay)
+			c.rooms().listen(ctx, room, askIn)
+			if err := ctx.Err(); err != nil {
+				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, err), refusal))
+			}
 			continue
 		}
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		select {
-		case <-timer.C:
-		case <-room.released:
-		case <-ctx.Done():
-			err := errors.Join(c.gaveUp(name, attempt, ctx.Err()), refusal)
-			c.observeAcquire(o, name, start, attempt, 0, err)
-			return nil, err
+		askAt := time.Now().Add(askIn)
+	wait:
+		for {
+			d := time.Until(askAt)
+			if queued {
+				d = min(max(delay, time.Millisecond), d)
+			}
+			if !waitCap.IsZero() && time.Now().Add(d).After(waitCap) {
+				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal))
+			}
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-room.released:
+				break wait
+			case <-ctx.Done():
+				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, ctx.Err()), refusal))
+			case <-timer.C:
+				if !time.Now().Before(askAt) {
+					break wait
+				}
+				// A backoff while queued: an attempt for the strategy,
+				// without a command.
+				attempt++
+				if delay, again = o.retry.NextBackoff(attempt); !again {
+					return giveUp(attempt, errors.Join(fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, name), refusal))
+				}
+				delay = max(delay, 0)
+			}
 		}
 	}
+}
+
+// leaveQueue takes a waiter that gives up out of the lock's queue on the
+// server. The release script does it, and if a release handed the lock to
+// us meanwhile, it hands it on (or frees it) as well. Best effort, on a
+// context detached from the caller's (which has often just ended) and
+// bounded by handoffClaim: a place that stays lapses after queueHold, and a
+// lock handed to us after handoffClaim.
+func (c *Client) leaveQueue(ctx context.Context, ref *lockRef) {
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoffClaim)
+	defer cancel()
+	_, _ = c.store.release(leaveCtx, ref)
 }
 
 // gaveUp is the error of a wait that ended by the context (matching both

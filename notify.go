@@ -2,8 +2,12 @@ package redislock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +43,33 @@ type waitRoom struct {
 	queue    []chan struct{} // closed to hand over the turn
 	released chan struct{}   // buffered: a release was announced
 	sub      *subscription   // nil until the turn holder first waited
+	linger   *time.Timer     // closes the room once idle (see leave)
+	// ticket is what a release announces when it hands the lock to the
+	// turn holder, queued on the server (see handoffTicket). A hand-over
+	// to anyone else does not wake the room.
+	ticket atomic.Pointer[string]
+}
+
+// expect makes the room wake for a hand-over to ticket.
+func (r *waitRoom) expect(ticket string) { r.ticket.Store(&ticket) }
+
+// wants tells whether an announcement wakes the room: a plain release
+// does; a hand-over only when it is to the room's turn holder.
+func (r *waitRoom) wants(payload string) bool {
+	ticket, handover := strings.CutPrefix(payload, "g:")
+	if !handover {
+		return true
+	}
+	expected := r.ticket.Load()
+	return expected != nil && *expected == ticket
+}
+
+// handoffTicket is how the release script names the waiter it hands the
+// lock to: the first 16 hex digits of its token's SHA1. The token itself
+// is a secret and is not published.
+func handoffTicket(token string) string {
+	sum := sha1.Sum([]byte(token))
+	return hex.EncodeToString(sum[:8])
 }
 
 // newWaitRooms returns the rooms of a Client; rdb nil means no release
@@ -101,7 +132,13 @@ func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (
 	return nil, err
 }
 
-// leave hands the turn to the next in line, or closes the room.
+// roomLinger is how long a room that nobody uses keeps its subscription,
+// so that a lock taken again and again from this Client does not
+// subscribe and unsubscribe each time.
+const roomLinger = 100 * time.Millisecond
+
+// leave hands the turn to the next in line, or leaves the room idle; an
+// idle room closes after roomLinger unless someone enters it again.
 func (w *waitRooms) leave(room *waitRoom) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -112,16 +149,49 @@ func (w *waitRooms) leave(room *waitRoom) {
 		return
 	}
 	room.turnHeld = false
+	if room.sub == nil {
+		delete(w.rooms, room.key)
+		return
+	}
+	if room.linger == nil {
+		room.linger = time.AfterFunc(roomLinger, func() { w.closeIdle(room) })
+	} else {
+		room.linger.Reset(roomLinger)
+	}
+}
+
+// closeIdle closes room unless someone entered it since it went idle.
+func (w *waitRooms) closeIdle(room *waitRoom) {
+	w.mu.Lock()
+	if room.turnHeld || w.rooms[room.key] != room {
+		w.mu.Unlock()
+		return
+	}
 	delete(w.rooms, room.key)
 	sub := room.sub
 	room.sub = nil
+	w.mu.Unlock()
 	if sub != nil {
 		// Not under w.mu: unsubscribing is network I/O, and every
-		// waiter of this Client (and a lock's loss, on the watchdog's
-		// goroutine) would wait for it.
-		w.mu.Unlock()
+		// waiter of this Client would wait for it.
 		w.notifier.unsubscribe(sub)
-		w.mu.Lock()
+	}
+}
+
+// hearing tells whether the room's subscription is confirmed: a release
+// announced from now on will be heard.
+func (w *waitRooms) hearing(room *waitRoom) bool {
+	w.mu.Lock()
+	sub := room.sub
+	w.mu.Unlock()
+	if sub == nil {
+		return false
+	}
+	select {
+	case <-sub.ready:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -138,7 +208,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	sub := room.sub
 	w.mu.Unlock()
 	if sub == nil {
-		sub = w.notifier.subscribe(releaseChannel(room.key), room.released)
+		sub = w.notifier.subscribe(releaseChannel(room.key), room)
 		w.mu.Lock()
 		room.sub = sub
 		w.mu.Unlock()
@@ -168,7 +238,7 @@ type notifier struct {
 
 type subscription struct {
 	channel string
-	wake    chan struct{} // the room's released channel
+	room    *waitRoom     // woken by the channel's announcements
 	ready   chan struct{} // closed once the server confirmed
 	pubsub  *redis.PubSub // sharded mode: its own
 	done    chan struct{} // sharded mode: reader exited
@@ -179,10 +249,10 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, sharded: sharded, subs: map[string]*subscription{}}
 }
 
-func (n *notifier) subscribe(channel string, wake chan struct{}) *subscription {
+func (n *notifier) subscribe(channel string, room *waitRoom) *subscription {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	sub := &subscription{channel: channel, wake: wake, ready: make(chan struct{})}
+	sub := &subscription{channel: channel, room: room, ready: make(chan struct{})}
 	n.subs[channel] = sub
 	ctx := context.Background()
 	if n.sharded {
@@ -246,11 +316,11 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		var channel string
+		var channel, payload string
 		confirmed := false
 		switch m := msg.(type) {
 		case *redis.Message:
-			channel = m.Channel
+			channel, payload = m.Channel, m.Payload
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue // an unsubscribe confirmation is no release
@@ -273,8 +343,11 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 			}
 			continue
 		}
+		if !sub.room.wants(payload) {
+			continue // handed to a waiter of another process
+		}
 		select {
-		case sub.wake <- struct{}{}:
+		case sub.room.released <- struct{}{}:
 		default:
 		}
 	}

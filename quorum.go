@@ -332,6 +332,10 @@ wait:
 }
 
 // check rejects settings a quorum cannot honour.
+// queues is false: a quorum's waiters do not queue on its nodes (each
+// attempt has its own token; see Client.acquire).
+func (q *quorumStore) queues() bool { return false }
+
 func (q *quorumStore) check(o *options) error {
 	if o.fencing {
 		return invalidf("WithFencing is not available on a quorum (Redlock) client: a counter on each node is not a fencing token. " +
@@ -366,7 +370,7 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	att := &attempt{token: token}
 	timeout := nodeTimeout(o.ttl)
 	answers, abandoned := q.ask(ctx, timeout, nil, func(ctx context.Context, n quorumNode) answer {
-		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token)
+		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token, false)
 		return answer{acquired: acquired, holderTTL: holderTTL, err: err}
 	}, func(node int, a answer) { q.landed(att, node, key, a) })
 	elapsed := time.Since(start)

@@ -108,7 +108,11 @@ func (s *scriptStub) Process(_ context.Context, cmd redis.Cmder) error {
 		s.record(argString(2))
 		c.SetVal("OK")
 	case strings.EqualFold(argString(0), "evalsha") && argString(1) == acquireSHA:
-		s.record(argString(4))
+		numKeys, err := strconv.Atoi(argString(2))
+		if err != nil {
+			return err
+		}
+		s.record(argString(3 + numKeys)) // EVALSHA sha numkeys keys... token ...
 		c.SetVal([]any{int64(1), int64(0)})
 	default:
 		c.SetVal(int64(1))

@@ -28,56 +28,117 @@ type store interface {
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
 	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, key, token string) (int64, error)
+	// queues tells whether waiters queue on the server, where a release
+	// hands the lock to the first of them (see lua/release.lua). They then
+	// keep one token for all their attempts.
+	queues() bool
 }
 
 // lockRef is one lock as its store commands see it. For a single
 // deployment it also carries the acquire and release commands, built once
 // per lock, so that the uncontended path allocates no argument lists and
-// boxes nothing per call. The token goes in as a *string, which go-redis
-// writes as the string: tracing hooks that print a command's arguments
-// then show an address instead of the token, which is a secret.
+// boxes nothing per call. The token and the lock's secondary keys go in as
+// *string, which go-redis writes as the string (and routes by the first
+// key, a plain string): tracing hooks that print a command's arguments show
+// an address for them, which for the token, a secret, is as it should be.
 type lockRef struct {
-	key      string
-	fenceKey string // "" without fencing
-	token    string // a new one for every attempt
-	ttlArg   any    // the TTL in milliseconds, boxed once per options
+	key       string
+	fenceKey  string // the fence counter; the lock key itself without fencing
+	queueKey  string // waiters by arrival (see lua/acquire.lua)
+	expiryKey string // waiters by the time their place lapses
+	token     string
+	keyArg    any // key, boxed once
+	ttlArg    any // the TTL in milliseconds, boxed once per options
+	fenced    bool
+	// waiting: the caller waits, so a refused attempt keeps its place in
+	// the lock's queue, and a release may hand the lock to it.
+	waiting bool
 
-	// setArgs is SET key token NX PX ttl: a plain lock's first attempt.
-	// Redis runs it faster than the acquire script, and a lock nobody
-	// holds needs nothing more; when it finds the key taken, the script
-	// runs after it to tell held (and for how long) from a value of
-	// another type, or from our own SET whose reply was lost and which
-	// go-redis sent again.
+	// setArgs is SET key token NX PX ttl: a plain lock's first attempt
+	// when the caller does not wait. Redis runs it faster than the
+	// acquire script, and a lock nobody holds needs nothing more; when it
+	// finds the key taken, the script runs after it to tell held (and for
+	// how long) from a value of another type, or from our own SET whose
+	// reply was lost and which go-redis sent again.
 	setArgs     [6]any
-	acquireArgs [7]any
-	nAcquire    int
-	releaseArgs [6]any
-	// setFirst: the next attempt may start with setArgs (cleared after
-	// the first, so a waiter's retries cost one command each).
+	acquireArgs [11]any // see acquireCommand
+	// The release, with the queue's keys, and without them (on a cluster
+	// slot that is migrating, where a script with keys that do not exist
+	// yet is refused with TRYAGAIN). Both are built once and never
+	// written again: concurrent Release calls may read them.
+	releaseArgs  [9]any
+	releasePlain [6]any
+	// setFirst: the next attempt may start with setArgs.
 	setFirst bool
 }
 
-// init sets the lock's key and builds its commands; publish is the release
-// script's announcement command (see singleStore.publishCommand).
-func (r *lockRef) init(key string, o *options, publish string) {
-	r.key = key
-	keyArg := any(key) // boxed once, shared by both commands
-	r.ttlArg = o.ttlArg
-	r.acquireArgs[0], r.acquireArgs[1], r.acquireArgs[3] = "evalsha", acquireSHA, keyArg
-	r.setFirst = !o.fencing && o.replicas == 0
-	r.setArgs = [6]any{"set", keyArg, &r.token, "nx", "px", r.ttlArg}
-	if o.fencing {
-		r.fenceKey = fenceKeyFor(key)
-		r.acquireArgs[2], r.acquireArgs[4] = 2, r.fenceKey
-		r.acquireArgs[5], r.acquireArgs[6] = &r.token, r.ttlArg
-		r.nAcquire = 7
-	} else {
-		r.acquireArgs[2] = 1
-		r.acquireArgs[4], r.acquireArgs[5] = &r.token, r.ttlArg
-		r.nAcquire = 6
+// The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
+const (
+	// queueHold is how long a waiter's place in the queue lasts after its
+	// last attempt; a waiter that is gone (crashed, gave up without being
+	// heard) drops out after it.
+	queueHold = 1500 * time.Millisecond
+	// queueRefresh is how often a queued waiter comes back to Redis when
+	// nothing else wakes it, which keeps its place.
+	queueRefresh = queueHold / 3
+	// handoffClaim is how long a waiter the lock was handed to has to
+	// claim it (at most the TTL): if it is gone, the lock is free again
+	// after that.
+	handoffClaim = time.Second
+)
+
+var (
+	queueHoldArg   any = queueHold.Milliseconds()
+	handoffClaimMs any = handoffClaim.Milliseconds()
+)
+
+// lockKeys returns the key of the lock called name with the queue's keys
+// after it, "prefix{name}:qx", in one string, or an error when the name is
+// empty or would not keep the lock's keys in one Redis Cluster hash slot.
+func lockKeys(prefix, name string) (names string, keyLen int, err error) {
+	key, err := lockKey(prefix, name)
+	if err != nil {
+		return "", 0, err
 	}
-	r.releaseArgs[0], r.releaseArgs[1], r.releaseArgs[2], r.releaseArgs[3] = "evalsha", releaseSHA, 1, keyArg
-	r.releaseArgs[4], r.releaseArgs[5] = &r.token, publish
+	return key + ":qx", len(key), nil
+}
+
+// init sets the lock's keys from names (see lockKeys) and builds its
+// commands; publish is the release script's announcement command (see
+// singleStore.publishCommand).
+func (r *lockRef) init(names string, keyLen int, o *options, publish string) {
+	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
+	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
+	r.keyArg = r.key // boxed once, shared by every command
+	r.ttlArg = o.ttlArg
+	r.fenced = o.fencing
+	r.setFirst = !o.fencing && o.replicas == 0
+	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
+	if o.fencing {
+		r.fenceKey = fenceKeyFor(r.key)
+	}
+	claim := handoffClaimMs
+	if o.ttl < handoffClaim {
+		claim = o.ttl.Milliseconds()
+	}
+	r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
+	r.releasePlain = [6]any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, publish}
+}
+
+// acquireCommand returns the EVALSHA of the acquire script for the next
+// attempt: with the fence counter when fenced, and with the queue's keys
+// when the caller waits and queue is set.
+func (r *lockRef) acquireCommand(queue bool) []any {
+	a := append(r.acquireArgs[:0], "evalsha", acquireSHA, 0, r.keyArg)
+	fenced, wait := "0", any("0")
+	if r.fenced {
+		a, fenced = append(a, &r.fenceKey), "1"
+	}
+	if queue && r.waiting {
+		a, wait = append(a, &r.queueKey, &r.expiryKey), queueHoldArg
+	}
+	a[2] = len(a) - 3
+	return append(a, &r.token, r.ttlArg, fenced, wait)
 }
 
 // singleStore keeps every lock on one Redis deployment.
@@ -118,6 +179,8 @@ func (s singleStore) run(ctx context.Context, source string, args []any) *redis.
 	return cmd
 }
 
+func (s singleStore) queues() bool { return true }
+
 func (s singleStore) check(o *options) error {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
 		return invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
@@ -127,9 +190,9 @@ func (s singleStore) check(o *options) error {
 
 func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	if o.replicas > 0 {
-		return s.acquireKey(ctx, o, ref.key, ref.token)
+		return s.acquireKey(ctx, o, ref.key, ref.token, ref.waiting)
 	}
-	if ref.setFirst && s.scripted != nil && s.scripted.Load() {
+	if ref.setFirst && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		ref.setFirst = false
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
@@ -146,7 +209,13 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		// Not set: the script says why.
 	}
 	ref.setFirst = false // retries run the script: one command each
-	reply := s.run(ctx, acquireSource, ref.acquireArgs[:ref.nAcquire])
+	reply := s.run(ctx, acquireSource, ref.acquireCommand(true))
+	if ref.waiting && isTryAgain(reply.Err()) {
+		// A cluster slot in migration refuses scripts whose keys are
+		// not all there yet, and the queue's usually are not: wait
+		// without a place in the queue meanwhile.
+		reply = s.run(ctx, acquireSource, ref.acquireCommand(false))
+	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
 		s.ranScript()
@@ -154,14 +223,20 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
+func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
+
 // acquireKey is acquire from strings, with WAIT when the options ask for
 // replica acknowledgements. A quorum's nodes use it.
-func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string, waiting bool) (bool, int64, time.Duration, error) {
 	keys := []string{key}
+	fenced, wait := "0", any("0")
 	if o.fencing {
-		keys = append(keys, fenceKeyFor(key))
+		keys, fenced = append(keys, fenceKeyFor(key)), "1"
 	}
-	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds())
+	if waiting {
+		keys, wait = append(keys, key+":q", key+":qx"), queueHoldArg
+	}
+	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds(), fenced, wait)
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
 	if err != nil || !acquired {
 		return false, 0, holder, err
@@ -209,6 +284,11 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 
 func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
+	if isTryAgain(err) {
+		// A cluster slot in migration (see acquire): release without
+		// handing on; waiters hear the release and try.
+		reply, err = s.run(ctx, releaseSource, ref.releasePlain[:]).Int64()
+	}
 	if err == nil {
 		s.ranScript()
 	}

@@ -1,25 +1,45 @@
--- acquire: take the lock if nobody holds it, and a fencing token with it.
+-- acquire: take the lock if nobody holds it, and a fencing token with it;
+-- a waiter that finds it held takes (or keeps) its place in the lock's
+-- queue, so that the holder's release hands the lock to it (release.lua).
 -- KEYS[1]  the lock key
--- KEYS[2]  optional: the fence counter key (same hash slot as KEYS[1])
--- ARGV[1]  the holder's token
+-- KEYS[2]  with ARGV[3] = '1': the fence counter key
+-- then, with ARGV[4] > 0, the last two:
+--   the queue: waiters' tokens by arrival time (ms)
+--   the queue's expiries: waiters' tokens by the time (ms) their place
+--   lapses unless they come back
+-- (all in one hash slot)
+-- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
--- Returns  {1, fence}  acquired (also when the key already holds ARGV[1]: a
---                      retried command whose first reply was lost);
---                      fence is 0 when KEYS[2] is absent
+-- ARGV[3]  '1': take a fence (INCR KEYS[2]); '0': no fence
+-- ARGV[4]  the caller waits: keep its place in the queue for this many ms;
+--          '0': it does not wait, and does not queue
+-- Returns  {1, fence}  acquired (also when the key already holds ARGV[1]:
+--                      the lock was handed to this waiter by a release, or
+--                      a retried command whose first reply was lost);
+--                      fence is 0 without ARGV[3] = '1'
 --          {0, pttl}   held by someone else; pttl is their remaining TTL in ms
 --                      (-1: the key has no expiry)
 --          an error    WRONGTYPE when the key holds a non-string value, or the
 --                      counter's error (then nothing is left set)
-local ours = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
-if not ours and redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  -- Our own earlier attempt won but its reply was lost, and the client
-  -- sent the command again: it is ours. Renew it; the fence below is a new,
-  -- higher number, still ours alone.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- The queue commands run under pcall: a user not allowed to queue still
+-- takes locks, and its waiters poll instead.
+local token, ttl = ARGV[1], ARGV[2]
+local wait = tonumber(ARGV[4])
+local queue, expiries = KEYS[#KEYS - 1], KEYS[#KEYS]
+local ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+if not ours and redis.pcall('GET', KEYS[1]) == token then
+  -- Handed to us by a release, or our own earlier attempt won and its
+  -- reply was lost. Either way it is ours: renew it to our TTL. The fence
+  -- below is a new, higher number, still ours alone.
+  redis.call('PEXPIRE', KEYS[1], ttl)
   ours = true
 end
 if ours then
-  if #KEYS < 2 then
+  if wait > 0 then
+    redis.pcall('ZREM', queue, token)
+    redis.pcall('ZREM', expiries, token)
+  end
+  if ARGV[3] ~= '1' then
     return {1, 0}
   end
   local fence = redis.pcall('INCR', KEYS[2])
@@ -32,5 +52,17 @@ if ours then
 end
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
+end
+if wait > 0 then
+  local now = redis.pcall('TIME')
+  if type(now) == 'table' and not now.err then
+    now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    -- NX: a waiter coming back keeps its place; its expiry moves on.
+    redis.pcall('ZADD', queue, 'NX', now, token)
+    redis.pcall('ZADD', expiries, now + wait, token)
+    -- A queue everybody left vanishes by itself.
+    redis.pcall('PEXPIRE', queue, wait)
+    redis.pcall('PEXPIRE', expiries, wait)
+  end
 end
 return {0, redis.call('PTTL', KEYS[1])}

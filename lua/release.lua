@@ -1,12 +1,28 @@
--- release: delete the lock key only if it still holds our token, and
--- announce the release to waiters.
+-- release: if the lock key holds our token, hand the lock to the first
+-- waiter in the lock's queue whose place has not lapsed, or else delete it;
+-- and announce either to the waiters. The caller's own place in the queue,
+-- if any, is removed first (a waiter giving up runs this script too).
 -- KEYS[1]  the lock key
+-- KEYS[2]  optional: the queue (see acquire.lua)
+-- KEYS[3]  with KEYS[2]: the queue's expiries
 -- ARGV[1]  the holder's token
--- ARGV[2]  optional: PUBLISH, or SPUBLISH on a cluster, to announce the
---          release on the channel KEYS[1] .. ':released' (same hash slot)
--- Returns  1   deleted (and announced)
+-- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: the announcement goes to the
+--          channel KEYS[1] .. ':released' (same hash slot); '' for none
+-- ARGV[3]  how long (ms) a waiter the lock is handed to has to claim it
+--          with the acquire script before it lapses
+-- Announces '1'        released: anyone may take it
+--           'g:' .. t  handed to the waiter whose token's SHA1 starts
+--                      with the 16 hex digits t (the token itself is
+--                      a secret and is not published)
+-- Returns  1   released (deleted or handed on)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
+local token = ARGV[1]
+local queued = #KEYS >= 3
+if queued then
+  redis.pcall('ZREM', KEYS[2], token)
+  redis.pcall('ZREM', KEYS[3], token)
+end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
   -- A value of another type is not our lock; any other error (no
@@ -16,16 +32,36 @@ if type(value) == 'table' and value.err then
   end
   return redis.error_reply(value.err)
 end
-if value == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  if ARGV[2] then
-    -- pcall: a user not allowed to publish still releases; waiters then
-    -- fall back to their backoff.
-    redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
+if value ~= token then
+  if not value then
+    return 0
   end
-  return 1
+  return -1
 end
-if not value then
-  return 0
+local channel = KEYS[1] .. ':released'
+local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
+if type(head) == 'table' and head[1] then
+  local now = redis.call('TIME')
+  now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  while head[1] do
+    local waiter = head[1]
+    redis.call('ZREM', KEYS[2], waiter)
+    local lapses = tonumber(redis.pcall('ZSCORE', KEYS[3], waiter))
+    redis.pcall('ZREM', KEYS[3], waiter)
+    if lapses and lapses > now then
+      redis.call('SET', KEYS[1], waiter, 'PX', ARGV[3])
+      if ARGV[2] ~= '' then
+        redis.pcall(ARGV[2], channel, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+      end
+      return 1
+    end
+    head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  end
 end
-return -1
+redis.call('DEL', KEYS[1])
+if ARGV[2] ~= '' then
+  -- pcall: a user not allowed to publish still releases; waiters then
+  -- fall back to their backoff.
+  redis.pcall(ARGV[2], channel, '1')
+end
+return 1

@@ -1,0 +1,188 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// pod is one process's Client on its own connections, with a log of the
+// commands it sends.
+type pod struct {
+	c    *redislock.Client
+	cmds *commandLog
+}
+
+func newPod(t *testing.T, addr string) pod {
+	t.Helper()
+	rdb := newRedisClient(t, addr)
+	cmds := &commandLog{}
+	rdb.AddHook(cmds)
+	return pod{redislock.New(rdb, quiet), cmds}
+}
+
+// waitFor starts an Acquire of name in the background, with an hour of
+// backoff: only a hand-over or a release announcement wakes it in time.
+// The lock it gets is sent on the channel; the caller releases it.
+func (p pod) waitFor(ctx context.Context, name string, opts ...redislock.Option) <-chan acquired {
+	got := make(chan acquired, 1)
+	go func() {
+		opts = append([]redislock.Option{redislock.WithRetry(redislock.LinearBackoff(time.Hour))}, opts...)
+		l, err := p.c.Acquire(ctx, name, opts...)
+		got <- acquired{l, err}
+	}()
+	return got
+}
+
+type acquired struct {
+	l   *redislock.Lock
+	err error
+}
+
+func queueLen(t *testing.T, rdb *redis.Client, name string) int64 {
+	t.Helper()
+	return rdb.ZCard(context.Background(), "lock:{"+name+"}:q").Val()
+}
+
+func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		addr := b.rdb.Options().Addr
+		holderPod, firstPod, secondPod := newPod(t, addr), newPod(t, addr), newPod(t, addr)
+
+		holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute), redislock.WithFencing())
+		require.NoError(t, err)
+		first := firstPod.waitFor(ctx, "job", redislock.WithFencing())
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the first waiter did not queue")
+		second := secondPod.waitFor(ctx, "job", redislock.WithFencing())
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 2 }, "the second waiter did not queue")
+		eventually(t, 10*time.Second, func() bool {
+			return b.rdb.PubSubNumSub(ctx, "lock:{job}:released").Val()["lock:{job}:released"] == 2
+		}, "the waiters are not listening")
+		firstPod.cmds.take()
+		secondPod.cmds.take()
+
+		require.NoError(t, holder.Release(ctx))
+		got := <-first
+		require.NoError(t, got.err)
+		require.Equal(t, holder.Fence()+1, got.l.Fence(), "the hand-over gives a fence of its own")
+		require.Equal(t, got.l.Token(), b.rdb.Get(ctx, "lock:{job}").Val())
+		require.Greater(t, b.rdb.PTTL(ctx, "lock:{job}").Val(), 20*time.Second, "the waiter renewed the lease to its own TTL")
+		require.Equal(t, []string{"evalsha"}, firstPod.cmds.take(), "one command to claim the lock handed over")
+		require.Equal(t, int64(1), queueLen(t, b.rdb, "job"), "the second waiter is still in line")
+		select {
+		case g := <-second:
+			t.Fatalf("the second waiter got %v while the first holds the lock", g)
+		default:
+		}
+		require.Empty(t, secondPod.cmds.take(), "a hand-over to someone else does not wake a waiter")
+
+		require.NoError(t, got.l.Release(ctx))
+		got = <-second
+		require.NoError(t, got.err)
+		require.Equal(t, holder.Fence()+2, got.l.Fence())
+		require.NoError(t, got.l.Release(ctx))
+		require.Zero(t, b.rdb.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
+	})
+}
+
+func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		addr := b.rdb.Options().Addr
+		holderPod, waiterPod := newPod(t, addr), newPod(t, addr)
+		holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
+		require.NoError(t, err)
+
+		waitCtx, cancel := context.WithCancel(ctx)
+		got := waiterPod.waitFor(waitCtx, "job")
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
+		cancel()
+		g := <-got
+		require.ErrorIs(t, g.err, redislock.ErrNotAcquired)
+		require.ErrorIs(t, g.err, context.Canceled)
+		require.Zero(t, queueLen(t, b.rdb, "job"), "the waiter left the queue as it gave up")
+
+		// The release then frees the lock for anyone: nobody is in line.
+		require.NoError(t, holder.Release(ctx))
+		require.Zero(t, b.rdb.Exists(ctx, "lock:{job}").Val())
+	})
+}
+
+func TestALockHandedToAWaiterThatGaveUpIsPassedOn(t *testing.T) {
+	server := redistest.Start(t)
+	ctx := context.Background()
+	admin := newRedisClient(t, server.Addr())
+	holderPod, waiterPod := newPod(t, server.Addr()), newPod(t, server.Addr())
+	// The quitter may take locks and queue, but not subscribe: it never
+	// hears that the lock was handed to it, and comes back only after
+	// queueRefresh (half a second).
+	quitterPod := redislock.New(setACLUser(t, admin, "quitter", append([]string{"~*", "resetchannels"}, minimalACLCommands...)...), quiet)
+	for _, cmd := range []string{"+zadd", "+zrange", "+zrem", "+zscore", "+time"} {
+		require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "quitter", cmd).Err())
+	}
+	holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
+	require.NoError(t, err)
+
+	quitCtx, quit := context.WithCancel(ctx)
+	defer quit()
+	quitter := make(chan error, 1)
+	go func() {
+		_, err := quitterPod.Acquire(quitCtx, "job", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+		quitter <- err
+	}()
+	eventually(t, 10*time.Second, func() bool { return queueLen(t, admin, "job") == 1 }, "the quitter did not queue")
+	waitCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	waiter := waiterPod.waitFor(waitCtx, "job")
+	eventually(t, 10*time.Second, func() bool { return queueLen(t, admin, "job") == 2 }, "the waiter did not queue")
+
+	require.NoError(t, holder.Release(ctx))
+	handedTo := admin.Get(ctx, "lock:{job}").Val()
+	require.NotEqual(t, holder.Token(), handedTo, "the lock was handed to the quitter, first in line")
+	quit()
+	require.ErrorIs(t, <-quitter, context.Canceled)
+	if admin.Get(ctx, "lock:{job}").Val() == handedTo {
+		t.Fatal("the quitter left, still holding the lock it was handed")
+	}
+	w := <-waiter
+	require.NoError(t, w.err, "the quitter passed the lock on as it left")
+	require.NoError(t, w.l.Release(ctx))
+	require.Zero(t, admin.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
+}
+
+func TestALapsedPlaceIsSkippedAndAnUnclaimedHandOverLapses(t *testing.T) {
+	server := redistest.Start(t)
+	ctx := context.Background()
+	admin := newRedisClient(t, server.Addr())
+	holderPod, waiterPod := newPod(t, server.Addr()), newPod(t, server.Addr())
+	holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
+	require.NoError(t, err)
+
+	// Two places left by waiters that are gone: one lapsed already, one
+	// that has not lapsed yet (a crashed process, within queueHold).
+	now := time.Now().UnixMilli()
+	require.NoError(t, admin.ZAdd(ctx, "lock:{job}:q", redis.Z{Score: float64(now - 10), Member: "gone-lapsed"}, redis.Z{Score: float64(now - 5), Member: "gone-fresh"}).Err())
+	require.NoError(t, admin.ZAdd(ctx, "lock:{job}:qx", redis.Z{Score: float64(now - 1), Member: "gone-lapsed"}, redis.Z{Score: float64(now + 60_000), Member: "gone-fresh"}).Err())
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	waiter := waiterPod.waitFor(waitCtx, "job")
+	eventually(t, 10*time.Second, func() bool { return queueLen(t, admin, "job") == 3 }, "the waiter did not queue")
+
+	require.NoError(t, holder.Release(ctx))
+	require.Equal(t, "gone-fresh", admin.Get(ctx, "lock:{job}").Val(), "the lapsed place was skipped; the fresh one was handed the lock")
+	claim := admin.PTTL(ctx, "lock:{job}").Val()
+	require.LessOrEqual(t, claim, time.Second, "a hand-over lasts only as long as the claim window")
+	// Nobody claims it: it lapses, and the waiter, coming back on its
+	// own, takes the lock.
+	w := <-waiter
+	require.NoError(t, w.err)
+	require.NoError(t, w.l.Release(ctx))
+}
