@@ -41,9 +41,10 @@ import (
 
 // Client takes locks on one Redis deployment (New) or on a majority of
 // independent servers (NewQuorum). It is safe for concurrent use; create one
-// per Redis client and share it. It needs no closing: its watchdog goroutine
-// runs only while it holds a lock, and its pub/sub reader only while one of
-// its goroutines waits for a lock; both stop by themselves.
+// per Redis client and share it. It needs no closing: its watchdog runs a
+// goroutine only while a batch of extensions is under way, and its pub/sub
+// reader only while one of its goroutines waits for a lock (and 100 ms
+// after); both stop by themselves.
 type Client struct {
 	store store
 	opts  options
@@ -137,11 +138,17 @@ func (c *Client) resolve(opts []Option) (options, error) {
 
 // Acquire takes the lock called name, or fails.
 //
-// It sends one command per attempt. When the lock is held by someone else,
-// it retries as the retry strategy says (default: not at all), never
-// sleeping past the holder's remaining TTL or ctx's deadline; a ctx without
-// deadline waits at most MaxWaitWithoutDeadline. ctx bounds the waiting
-// only: the held lock lives on after ctx ends, until Release or loss.
+// It sends one command per attempt (two when a plain SET NX finds the lock
+// held: the script then says by whom and for how long). When the lock is
+// held by someone else, it retries as the retry strategy says (default: not
+// at all), never sleeping past the holder's remaining TTL or ctx's
+// deadline; a ctx without deadline waits at most MaxWaitWithoutDeadline.
+// A waiter queues on the server: the holder's release hands the lock to the
+// first waiter in line, which claims it with its next attempt; while queued
+// it does not poll at its backoff (each backoff still counts as an attempt
+// for the strategy) but comes back every half second and when the holder's
+// lease would end. ctx bounds the waiting only: the held lock lives on
+// after ctx ends, until Release or loss.
 //
 // It returns ErrNotAcquired (wrapped with the name) when the lock stayed
 // held by someone else; an error matching both ErrNotAcquired and ctx.Err()
@@ -385,15 +392,16 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 }
 
 // leaveQueue takes a waiter that gives up out of the lock's queue on the
-// server. The release script does it, and if a release handed the lock to
-// us meanwhile, it hands it on (or frees it) as well. Best effort, on a
+// server. The release script does it (told that it is a waiter leaving),
+// and if a release handed the lock to us meanwhile, it hands it on (or
+// frees it) as well. Best effort, on a
 // context detached from the caller's (which has often just ended) and
 // bounded by handoffClaim: a place that stays lapses after queueHold, and a
 // lock handed to us after handoffClaim.
 func (c *Client) leaveQueue(ctx context.Context, ref *lockRef) {
 	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoffClaim)
 	defer cancel()
-	_, _ = c.store.release(leaveCtx, ref)
+	c.store.leaveQueue(leaveCtx, ref)
 }
 
 // gaveUp is the error of a wait that ended by the context (matching both

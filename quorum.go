@@ -336,6 +336,9 @@ wait:
 // attempt has its own token; see Client.acquire).
 func (q *quorumStore) queues() bool { return false }
 
+// leaveQueue has nothing to do: a quorum's waiters do not queue.
+func (q *quorumStore) leaveQueue(context.Context, *lockRef) {}
+
 func (q *quorumStore) check(o *options) error {
 	if o.fencing {
 		return invalidf("WithFencing is not available on a quorum (Redlock) client: a counter on each node is not a fencing token. " +

@@ -26,6 +26,9 @@ type store interface {
 	extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (reply int64, err error)
 	// release deletes the key if it holds ref.token; replies as extend.
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
+	// leaveQueue takes a waiter that gives up out of the lock's queue,
+	// and passes on a lock handed to it meanwhile (best effort).
+	leaveQueue(ctx context.Context, ref *lockRef)
 	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, key, token string) (int64, error)
 	// queues tells whether waiters queue on the server, where a release
@@ -293,6 +296,12 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		s.ranScript()
 	}
 	return reply, err
+}
+
+func (s singleStore) leaveQueue(ctx context.Context, ref *lockRef) {
+	args := make([]any, 0, len(ref.releaseArgs)+1)
+	args = append(append(args, ref.releaseArgs[:]...), "1")
+	_ = s.run(ctx, releaseSource, args)
 }
 
 func (s singleStore) ranScript() {

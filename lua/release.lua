@@ -1,7 +1,7 @@
 -- release: if the lock key holds our token, hand the lock to the first
 -- waiter in the lock's queue whose place has not lapsed, or else delete it;
--- and announce either to the waiters. The caller's own place in the queue,
--- if any, is removed first (a waiter giving up runs this script too).
+-- and announce either to the waiters. A waiter giving up runs this script
+-- too (ARGV[4]): it leaves the queue, and passes on a lock handed to it.
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
 -- KEYS[3]  with KEYS[2]: the queue's expiries
@@ -10,6 +10,8 @@
 --          channel KEYS[1] .. ':released' (same hash slot); '' for none
 -- ARGV[3]  how long (ms) a waiter the lock is handed to has to claim it
 --          with the acquire script before it lapses
+-- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
+--          in the queue is removed first
 -- Announces '1'        released: anyone may take it
 --           'g:' .. t  handed to the waiter whose token's SHA1 starts
 --                      with the 16 hex digits t (the token itself is
@@ -19,7 +21,7 @@
 --          -1  the key holds another token, or a value of another type
 local token = ARGV[1]
 local queued = #KEYS >= 3
-if queued then
+if queued and ARGV[4] == '1' then
   redis.pcall('ZREM', KEYS[2], token)
   redis.pcall('ZREM', KEYS[3], token)
 end
