@@ -49,6 +49,13 @@ func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
+// count returns how many names were recorded since the last take.
+func (h *commandLog) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.names)
+}
+
 // take returns the names recorded since the last call.
 func (h *commandLog) take() []string {
 	h.mu.Lock()

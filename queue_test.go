@@ -63,11 +63,15 @@ func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the first waiter did not queue")
 		second := secondPod.waitFor(ctx, "job", redislock.WithFencing())
 		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 2 }, "the second waiter did not queue")
+		// Each waiter tries, subscribes, and tries once more once the
+		// subscription is confirmed; from then on it waits.
+		for _, p := range []pod{firstPod, secondPod} {
+			eventually(t, 10*time.Second, func() bool { return p.cmds.count() >= 2 }, "a waiter did not settle")
+			p.cmds.take()
+		}
 		eventually(t, 10*time.Second, func() bool {
 			return b.rdb.PubSubNumSub(ctx, "lock:{job}:released").Val()["lock:{job}:released"] == 2
 		}, "the waiters are not listening")
-		firstPod.cmds.take()
-		secondPod.cmds.take()
 
 		require.NoError(t, holder.Release(ctx))
 		got := <-first
