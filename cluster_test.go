@@ -340,12 +340,22 @@ func testSlotMigration(t *testing.T, cluster *redistest.Cluster, rdb *redis.Clus
 	// A lock that does not exist yet, in the same slot: the source answers
 	// ASK, and the script runs on the target (after ASKING). Without
 	// fencing it is one key, and it is taken there.
-	siblings := siblingNames(t, slot, 2)
+	siblings := siblingNames(t, slot, 3)
 	fresh, err := holderClient.Acquire(ctx, siblings[0], redislock.WithFencing(), redislock.WithWatchdog(false), redislock.WithTTL(time.Minute))
 	require.ErrorContains(t, err, "TRYAGAIN", "two keys missing on an importing node: Redis refuses a multi-key script until the slot is settled")
 	require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 	fresh, err = redislock.New(rdb, quiet).Acquire(ctx, siblings[1], redislock.WithWatchdog(false), redislock.WithTTL(time.Minute))
 	require.NoError(t, err, "acquiring a new unfenced lock in a migrating slot")
+	// A waiter's attempt names the queue's keys too, which do not exist
+	// on either node: Redis refuses it with TRYAGAIN, and the library
+	// falls back to the one-key script (no queue until the slot settles).
+	// Its release names them too, and falls back the same way.
+	waited, err := redislock.New(rdb, quiet).Acquire(ctx, siblings[2], redislock.WithWatchdog(false),
+		redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 3)))
+	require.NoError(t, err, "a waiting acquisition of a new lock in a migrating slot")
+	require.Equal(t, waited.Token(), rdb.Get(ctx, waited.Key()).Val(), "taken (on the importing node, which the ClusterClient reaches by ASK)")
+	require.NoError(t, waited.Release(ctx), "released while the slot is migrating")
+	require.Zero(t, rdb.Exists(ctx, waited.Key()).Val())
 
 	migrate(key + ":fence")
 	enter(keysSplit)

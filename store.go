@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -58,21 +57,18 @@ type lockRef struct {
 	waiting bool
 
 	// setArgs is SET key token NX PX ttl: a plain lock's first attempt
-	// when the caller does not wait. Redis runs it faster than the
+	// when the caller does not wait (see singleStore.acquire). Redis runs it faster than the
 	// acquire script, and a lock nobody holds needs nothing more; when it
 	// finds the key taken, the script runs after it to tell held (and for
 	// how long) from a value of another type, or from our own SET whose
 	// reply was lost and which go-redis sent again.
 	setArgs     [6]any
 	acquireArgs [11]any // see acquireCommand
-	// The release, with the queue's keys, and without them (on a cluster
-	// slot that is migrating, where a script with keys that do not exist
-	// yet is refused with TRYAGAIN). Both are built once and never
-	// written again: concurrent Release calls may read them.
-	releaseArgs  [9]any
-	releasePlain [6]any
-	// setFirst: the next attempt may start with setArgs.
-	setFirst bool
+	// releaseArgs is the release, built once and never written again:
+	// concurrent Release calls may read it.
+	releaseArgs [9]any
+	// attempted: an attempt was sent; later ones run the script.
+	attempted bool
 }
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
@@ -103,8 +99,12 @@ func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	if err != nil {
 		return "", 0, err
 	}
-	return key + ":qx", len(key), nil
+	return withQueueKeys(key), len(key), nil
 }
+
+// withQueueKeys returns key + ":qx": the queue's expiries, whose prefix
+// key + ":q" is the queue itself (see lua/acquire.lua).
+func withQueueKeys(key string) string { return key + ":qx" }
 
 // init sets the lock's keys from names (see lockKeys) and builds its
 // commands; publish is the release script's announcement command (see
@@ -115,7 +115,6 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish string) {
 	r.keyArg = r.key // boxed once, shared by every command
 	r.ttlArg = o.ttlArg
 	r.fenced = o.fencing
-	r.setFirst = !o.fencing && o.replicas == 0
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	if o.fencing {
 		r.fenceKey = fenceKeyFor(r.key)
@@ -125,7 +124,6 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish string) {
 		claim = o.ttl.Milliseconds()
 	}
 	r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
-	r.releasePlain = [6]any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, publish}
 }
 
 // acquireCommand returns the EVALSHA of the acquire script for the next
@@ -171,7 +169,7 @@ func (s singleStore) run(ctx context.Context, source string, args []any) *redis.
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	_ = s.rdb.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		eval := make([]any, len(args))
 		copy(eval, args)
 		eval[0], eval[1] = "eval", source
@@ -195,8 +193,9 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	if o.replicas > 0 {
 		return s.acquireKey(ctx, o, ref.key, ref.token, ref.waiting)
 	}
-	if ref.setFirst && !ref.waiting && s.scripted != nil && s.scripted.Load() {
-		ref.setFirst = false
+	first := !ref.attempted
+	ref.attempted = true
+	if first && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
 		_ = s.rdb.Process(ctx, cmd)
@@ -211,7 +210,6 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		}
 		// Not set: the script says why.
 	}
-	ref.setFirst = false // retries run the script: one command each
 	reply := s.run(ctx, acquireSource, ref.acquireCommand(true))
 	if ref.waiting && isTryAgain(reply.Err()) {
 		// A cluster slot in migration refuses scripts whose keys are
@@ -226,7 +224,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
-func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
+func isTryAgain(err error) bool { return redis.HasErrorPrefix(err, "TRYAGAIN") }
 
 // acquireKey is acquire from strings, with WAIT when the options ask for
 // replica acknowledgements. A quorum's nodes use it.
@@ -237,7 +235,8 @@ func (s singleStore) acquireKey(ctx context.Context, o *options, key, token stri
 		keys, fenced = append(keys, fenceKeyFor(key)), "1"
 	}
 	if waiting {
-		keys, wait = append(keys, key+":q", key+":qx"), queueHoldArg
+		expiries := withQueueKeys(key)
+		keys, wait = append(keys, expiries[:len(key)+2], expiries), queueHoldArg
 	}
 	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds(), fenced, wait)
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
@@ -289,8 +288,10 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
 	if isTryAgain(err) {
 		// A cluster slot in migration (see acquire): release without
-		// handing on; waiters hear the release and try.
-		reply, err = s.run(ctx, releaseSource, ref.releasePlain[:]).Int64()
+		// the queue's keys, so without handing on; waiters hear the
+		// release and try. Rare: built here, not kept in every lock.
+		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
+		reply, err = s.run(ctx, releaseSource, plain).Int64()
 	}
 	if err == nil {
 		s.ranScript()
