@@ -50,8 +50,12 @@ type Client struct {
 	opts  options
 	// notify is the client that hears release announcements; nil: none.
 	notify redis.UniversalClient
-	// publish is the command the release script announces with.
-	publish string
+	// publish is the command the release script announces with, boxed
+	// once for the prepared commands (see lockRef).
+	publish any
+	// defaultsErr is what resolve reports for a call without options of
+	// its own; set by setup.
+	defaultsErr error
 
 	init      sync.Once
 	scheduler *scheduler
@@ -71,10 +75,17 @@ func (c *Client) rooms() *waitRooms {
 }
 
 // setup creates the watchdog and waiting rooms on first use, whatever
-// constructor made the Client.
+// constructor made the Client, and checks its default options once, for
+// the calls that bring none of their own.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store)
 	c.waiting = newWaitRooms(c.notify)
+	if c.opts.ttlArg == nil {
+		c.opts.ttlArg = c.opts.ttl.Milliseconds()
+	}
+	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
+		c.defaultsErr = c.store.check(&c.opts)
+	}
 }
 
 // New returns a Client on rdb; opts set the defaults of every call. New does
@@ -125,6 +136,11 @@ func applyOptions(o *options, opts []Option) {
 
 // resolve returns the client's defaults overridden by one call's options.
 func (c *Client) resolve(opts []Option) (options, error) {
+	if len(opts) == 0 {
+		// The common call: the defaults, checked once.
+		c.init.Do(c.setup)
+		return c.opts, c.defaultsErr
+	}
 	o := c.opts
 	applyOptions(&o, opts)
 	if err := o.validate(); err != nil {
@@ -159,10 +175,12 @@ func (c *Client) resolve(opts []Option) (options, error) {
 // On success the caller must call Lock.Release; with the watchdog on
 // (the default) the lock is otherwise extended until the process exits.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	var perCall options
-	applyOptions(&perCall, opts)
-	if perCall.failOpen {
-		return nil, invalidf("WithFailOpen applies to RunWithLock only: Acquire cannot hand out a lock it does not hold")
+	if len(opts) > 0 {
+		var perCall options
+		applyOptions(&perCall, opts)
+		if perCall.failOpen {
+			return nil, invalidf("WithFailOpen applies to RunWithLock only: Acquire cannot hand out a lock it does not hold")
+		}
 	}
 	o, err := c.resolve(opts)
 	if err != nil {
@@ -171,22 +189,6 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 	return c.acquire(ctx, name, o)
 }
 
-// lockKey returns the key of the lock called name, or an error when the
-// name is empty or would not keep the lock and its fence counter in one
-// Redis Cluster hash slot. The name sits inside braces so that it is the
-// key's hash tag; the tag ends at the first '}' after the first '{', so the
-// only names (and prefixes) that break it are those that leave the tag
-// empty, which would make Redis hash the whole key instead.
-func lockKey(prefix, name string) (string, error) {
-	if name == "" {
-		return "", invalidf("empty lock name")
-	}
-	key := prefix + "{" + name + "}"
-	if hashTag(key) == "" {
-		return "", invalidf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
-	}
-	return key, nil
-}
 
 // hashTag returns the part of key that Redis Cluster hashes when it has a
 // non-empty {tag}, or "" when it has none.

@@ -92,24 +92,35 @@ var (
 )
 
 // lockKeys returns the key of the lock called name with the queue's keys
-// after it, "prefix{name}:qx", in one string, or an error when the name is
-// empty or would not keep the lock's keys in one Redis Cluster hash slot.
+// after it, "prefix{name}:qx", in one string (the key is its first keyLen
+// bytes), or an error when the name is empty or would not keep the lock's
+// keys in one Redis Cluster hash slot. The name sits inside braces so that
+// it is the key's hash tag; the tag ends at the first '}' after the first
+// '{', so the only names (and prefixes) that break it are those that leave
+// the tag empty, which would make Redis hash the whole key instead.
 func lockKeys(prefix, name string) (names string, keyLen int, err error) {
-	key, err := lockKey(prefix, name)
-	if err != nil {
-		return "", 0, err
+	if name == "" {
+		return "", 0, invalidf("empty lock name")
 	}
-	return withQueueKeys(key), len(key), nil
+	names = prefix + "{" + name + "}" + expirySuffix // one allocation
+	key := names[:len(names)-len(expirySuffix)]
+	if hashTag(key) == "" {
+		return "", 0, invalidf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
+	}
+	return names, len(key), nil
 }
 
-// withQueueKeys returns key + ":qx": the queue's expiries, whose prefix
-// key + ":q" is the queue itself (see lua/acquire.lua).
-func withQueueKeys(key string) string { return key + ":qx" }
+// expirySuffix names the queue's expiries, key + ":qx"; its prefix,
+// key + ":q", is the queue itself (see lua/acquire.lua).
+const expirySuffix = ":qx"
+
+// withQueueKeys returns the key of the queue's expiries (see expirySuffix).
+func withQueueKeys(key string) string { return key + expirySuffix }
 
 // init sets the lock's keys from names (see lockKeys) and builds its
 // commands; publish is the release script's announcement command (see
 // singleStore.publishCommand).
-func (r *lockRef) init(names string, keyLen int, o *options, publish string) {
+func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
 	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
 	r.keyArg = r.key // boxed once, shared by every command
@@ -169,7 +180,8 @@ func (s singleStore) run(ctx context.Context, source string, args []any) *redis.
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	_ = s.rdb.Process(ctx, cmd)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	// (err != nil first: HasErrorPrefix allocates even for a nil error.)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		eval := make([]any, len(args))
 		copy(eval, args)
 		eval[0], eval[1] = "eval", source
@@ -224,7 +236,9 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
-func isTryAgain(err error) bool { return redis.HasErrorPrefix(err, "TRYAGAIN") }
+// isTryAgain checks err != nil first: HasErrorPrefix allocates even for a
+// nil error, and this runs on every acquire and release.
+func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
 
 // acquireKey is acquire from strings, with WAIT when the options ask for
 // replica acknowledgements. A quorum's nodes use it.
