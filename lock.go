@@ -189,7 +189,6 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 	return c.acquire(ctx, name, o)
 }
 
-
 // hashTag returns the part of key that Redis Cluster hashes when it has a
 // non-empty {tag}, or "" when it has none.
 func hashTag(key string) string {
