@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// interleavedCycles is how many uncontended cycles each library runs per
+// round of BenchmarkInterleaved.
+const interleavedCycles = 100
+
+// BenchmarkInterleaved compares uncontended cycles on a noisy machine:
+// one op is one round in which raw, ours, the fenced pair and bsm each run
+// interleavedCycles cycles on one redis-server, so that load that comes
+// and goes hits them all alike. It reports each library's median (over
+// rounds) of the mean cycle time in a round, and ours against raw:
+//
+//	go test -run '^$' -bench '^BenchmarkInterleaved$' -benchtime 40x .
+func BenchmarkInterleaved(b *testing.B) {
+	srv := redistest.Start(b)
+	libs := []cycler{
+		{"raw", openRawCycle},
+		{"ours", openOursCycle()},
+		{"raw-fenced", openRawFencedCycle},
+		{"ours-fenced", openOursCycle(redislock.WithFencing())},
+		{"bsm", openBSMCycle},
+	}
+	ctx := context.Background()
+	cycles := make([]func(context.Context, string) error, len(libs))
+	for i, c := range libs {
+		cycle, closeLib, err := c.open(srv.Addr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeLib()
+		if err := cycle(ctx, "interleaved:warmup"); err != nil {
+			b.Fatal(err)
+		}
+		cycles[i] = cycle
+	}
+	perRound := make([][]float64, len(libs))
+	b.ResetTimer()
+	for round := range b.N {
+		for i, c := range libs {
+			start := time.Now()
+			for j := range interleavedCycles {
+				if err := cycles[i](ctx, "interleaved:"+c.name+":"+strconv.Itoa(round*interleavedCycles+j)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perRound[i] = append(perRound[i], float64(time.Since(start).Microseconds())/interleavedCycles)
+		}
+	}
+	medians := make([]float64, len(libs))
+	for i, c := range libs {
+		slices.Sort(perRound[i])
+		medians[i] = perRound[i][len(perRound[i])/2]
+		b.ReportMetric(medians[i], c.name+"-µs")
+	}
+	b.ReportMetric(medians[1]/medians[0], "ours/raw")
+	b.ReportMetric(medians[3]/medians[0], "ours-fenced/raw")
+	b.ReportMetric(medians[3]/medians[2], "ours-fenced/raw-fenced")
+}
