@@ -50,7 +50,7 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 		ln:      ln,
 		scripts: map[string]string{},
 		replies: map[string]string{
-			"acquire": "*2\r\n:1\r\n:0\r\n",
+			"acquire": ":0\r\n",
 			"extend":  ":1\r\n",
 			"release": ":1\r\n",
 			"pttl":    ":30000\r\n",
@@ -252,10 +252,8 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 
 	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
 	cases = append(cases,
-		garbage{"an integer", ":1\r\n"},
-		garbage{"a first element other than 0 or 1", "*2\r\n:2\r\n:0\r\n"},
-		garbage{"a negative first element", "*2\r\n:-1\r\n:0\r\n"},
-		garbage{"acquired with a negative fence", "*2\r\n:1\r\n:-5\r\n"},
+		garbage{"the array this script used to answer", "*2\r\n:1\r\n:0\r\n"},
+		garbage{"a number too big for int64", ":99999999999999999999\r\n"},
 	)
 	for _, g := range cases {
 		t.Run(g.name, func(t *testing.T) {
@@ -281,7 +279,7 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 	}
 
 	t.Run("a plain lock's SET NX answered with garbage", func(t *testing.T) {
-		f.answer("acquire", "*2\r\n:1\r\n:0\r\n") // the script would grant it
+		f.answer("acquire", ":0\r\n") // the script would grant it
 		f.answer("release", ":1\r\n")
 		defer func() {
 			f.mu.Lock()
@@ -318,7 +316,7 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 	t.Run("the fake server answers a well-formed reply with a lock", func(t *testing.T) {
 		// The control: the same server and client do give a lock when the
 		// reply is right, so the errors above come from the garbage.
-		f.answer("acquire", "*2\r\n:1\r\n:0\r\n")
+		f.answer("acquire", ":0\r\n")
 		l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false)).Acquire(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, l.Token(), f.lastArgv("acquire")[0], "the token went to the server as ARGV[1]")
@@ -326,18 +324,25 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 	})
 
 	t.Run("a fence that does not match the request is not a lock", func(t *testing.T) {
-		f.answer("acquire", "*2\r\n:1\r\n:0\r\n") // no fence, though one was asked for
+		f.answer("acquire", ":0\r\n") // no fence, though one was asked for
 		l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false), redislock.WithFencing()).Acquire(ctx, "job")
 		require.Error(t, err)
+		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 		require.Nil(t, l)
-		f.answer("acquire", "*2\r\n:1\r\n:7\r\n") // a fence nobody asked for
+		f.answer("acquire", ":7\r\n") // a fence nobody asked for
 		l, err = redislock.New(rdb, quiet, redislock.WithWatchdog(false)).Acquire(ctx, "job")
 		require.Error(t, err)
+		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 		require.Nil(t, l)
+		f.answer("acquire", ":7\r\n") // the control: asked for, a fence is a lock
+		l, err = redislock.New(rdb, quiet, redislock.WithWatchdog(false), redislock.WithFencing()).Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, int64(7), l.Fence())
+		require.NoError(t, l.Release(ctx))
 	})
 
 	t.Run("a held reply with a nonsense holder TTL is not a lock", func(t *testing.T) {
-		for _, raw := range []string{"*2\r\n:0\r\n:-7\r\n", "*2\r\n:0\r\n:9223372036854775807\r\n"} {
+		for _, raw := range []string{":-9223372036854775808\r\n", ":-9223372036854775807\r\n"} {
 			f.answer("acquire", raw)
 			waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			l, err := redislock.New(rdb, quiet).Acquire(waitCtx, "job",
@@ -353,7 +358,7 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 // with the watchdog off so that only the test's calls reach the server.
 func heldOnFake(t *testing.T, f *fakeRedis, rdb *redis.Client) *redislock.Lock {
 	t.Helper()
-	f.answer("acquire", "*2\r\n:1\r\n:0\r\n")
+	f.answer("acquire", ":0\r\n")
 	f.answer("extend", ":1\r\n")
 	f.answer("release", ":1\r\n")
 	f.answer("pttl", ":30000\r\n")
@@ -493,4 +498,29 @@ func typeName(redisType string) string {
 		return "sorted"
 	}
 	return redisType
+}
+
+func TestAFenceCounterBelowZeroIsAnErrorNeverALock(t *testing.T) {
+	// A counter someone set negative would give fences that read as
+	// "held" and numbers handed out before: the script refuses, and
+	// leaves nothing held.
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet, redislock.WithWatchdog(false), redislock.WithFencing())
+		for _, counter := range []string{"-5", "-1"} {
+			require.NoError(t, b.rdb.Set(ctx, "lock:{job}:fence", counter, 0).Err())
+			l, err := c.Acquire(ctx, "job")
+			require.Error(t, err, "counter %s", counter)
+			require.Nil(t, l)
+			require.NotErrorIs(t, err, redislock.ErrNotAcquired)
+			require.ErrorContains(t, err, "not a positive number")
+			require.Zero(t, b.rdb.Exists(ctx, "lock:{job}").Val(), "the failed acquire left no lock")
+		}
+		// From zero on, fences are positive again.
+		require.NoError(t, b.rdb.Set(ctx, "lock:{job}:fence", "0", 0).Err())
+		l, err := c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), l.Fence())
+		require.NoError(t, l.Release(ctx))
+	})
 }

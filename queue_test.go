@@ -129,7 +129,7 @@ func TestALockHandedToAWaiterThatGaveUpIsPassedOn(t *testing.T) {
 	// hears that the lock was handed to it, and comes back only after
 	// queueRefresh (half a second).
 	quitterPod := redislock.New(setACLUser(t, admin, "quitter", append([]string{"~*", "resetchannels"}, minimalACLCommands...)...), quiet)
-	for _, cmd := range []string{"+zadd", "+zrange", "+zrem", "+zscore", "+time"} {
+	for _, cmd := range []string{"+zcard", "+zadd", "+zrange", "+zrem", "+zscore", "+time"} {
 		require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "quitter", cmd).Err())
 	}
 	holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
@@ -189,4 +189,83 @@ func TestALapsedPlaceIsSkippedAndAnUnclaimedHandOverLapses(t *testing.T) {
 	w := <-waiter
 	require.NoError(t, w.err)
 	require.NoError(t, w.l.Release(ctx))
+}
+
+// nextMessage returns the next message on sub, failing after a while.
+func nextMessage(t *testing.T, sub *redis.PubSub) string {
+	t.Helper()
+	select {
+	case m := <-sub.Channel():
+		return m.Payload
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message on the release channel")
+		return ""
+	}
+}
+
+// subscribe listens to the release channel of name, confirmed.
+func subscribe(t *testing.T, rdb *redis.Client, name string) *redis.PubSub {
+	t.Helper()
+	sub := rdb.Subscribe(context.Background(), "lock:{"+name+"}:released")
+	t.Cleanup(func() { _ = sub.Close() })
+	_, err := sub.Receive(context.Background()) // the confirmation
+	require.NoError(t, err)
+	return sub
+}
+
+func TestAReleaseWithNobodyInLineAnnouncesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		sub := subscribe(t, b.rdb, "job")
+		c := redislock.New(b.rdb, quiet)
+		for _, opts := range [][]redislock.Option{nil, {redislock.WithFencing()}} {
+			l, err := c.Acquire(ctx, "job", opts...)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+		}
+		// Messages on one channel arrive in order: if either release
+		// had announced itself, that would come before our marker.
+		require.NoError(t, b.rdb.Publish(ctx, "lock:{job}:released", "marker").Err())
+		require.Equal(t, "marker", nextMessage(t, sub), "a release with an empty queue announced itself")
+		require.Zero(t, queueLen(t, b.rdb, "job"))
+
+		// With someone in line, the release announces the hand-over.
+		holder, err := c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		waiter := newPod(t, b.rdb.Options().Addr).waitFor(ctx, "job")
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
+		require.NoError(t, holder.Release(ctx))
+		require.Regexp(t, "^g:[0-9a-f]{16}$", nextMessage(t, sub))
+		got := <-waiter
+		require.NoError(t, got.err)
+		require.NoError(t, got.l.Release(ctx))
+	})
+}
+
+func TestAWaiterThatCannotQueueIsWokenByTheRelease(t *testing.T) {
+	// A user without the queue's commands (but allowed to publish and
+	// subscribe) does not queue; releases of its locks go the long way
+	// and announce "1", and its waiters wake on it.
+	server := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := newRedisClient(t, server.Addr())
+	rules := append([]string{"~lock:*", "resetchannels", "&lock:*", "+publish", "+subscribe", "+unsubscribe"}, minimalACLCommands...)
+	sub := subscribe(t, admin, "job")
+	holderRDB, waiterRDB := setACLUser(t, admin, "holder", rules...), setACLUser(t, admin, "waiter", rules...)
+
+	holder, err := redislock.New(holderRDB, quiet).Acquire(ctx, "job")
+	require.NoError(t, err)
+	waiter := pod{c: redislock.New(waiterRDB, quiet)}.waitFor(ctx, "job")
+	// The waiter cannot queue, so watch for its subscription instead.
+	eventually(t, 10*time.Second, func() bool {
+		n, err := admin.PubSubNumSub(ctx, "lock:{job}:released").Result()
+		return err == nil && n["lock:{job}:released"] == 2
+	}, "the waiter did not subscribe")
+	require.NoError(t, holder.Release(ctx))
+	require.Equal(t, "1", nextMessage(t, sub))
+	got := <-waiter
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Release(ctx))
+	require.Zero(t, queueLen(t, admin, "job"))
 }

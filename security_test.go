@@ -87,7 +87,7 @@ type scriptStub struct {
 }
 
 // Process answers SET with OK, the acquire script (recognised by its
-// SHA1) with {1, 0} and any other script (the release) with 1.
+// SHA1) with 0 (acquired, no fence) and any other script (the release) with 1.
 func (s *scriptStub) Process(_ context.Context, cmd redis.Cmder) error {
 	c, ok := cmd.(*redis.Cmd)
 	if !ok {
@@ -113,7 +113,7 @@ func (s *scriptStub) Process(_ context.Context, cmd redis.Cmder) error {
 			return err
 		}
 		s.record(argString(3 + numKeys)) // EVALSHA sha numkeys keys... token ...
-		c.SetVal([]any{int64(1), int64(0)})
+		c.SetVal(int64(0))
 	default:
 		c.SetVal(int64(1))
 	}

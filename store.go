@@ -265,26 +265,24 @@ func (s singleStore) acquireKey(ctx context.Context, o *options, key, token stri
 	return true, fence, 0, nil
 }
 
-// parseAcquire reads the acquire script's reply: {1, fence} or {0, pttl}.
+// parseAcquire reads the acquire script's reply: a fence (>= 1, with
+// fencing), 0 (acquired without fencing), or -2 - the holder's PTTL.
 func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, holder time.Duration, err error) {
 	val, err := cmd.Result()
 	if err != nil {
 		return false, 0, 0, err
 	}
-	reply, _ := val.([]any)
-	var won, n int64
-	ok := len(reply) == 2
-	if ok {
-		won, ok = reply[0].(int64)
-	}
-	if ok {
-		n, ok = reply[1].(int64)
-	}
-	if !ok || won != 0 && won != 1 || won == 1 && (fencing && n < 1 || !fencing && n != 0) {
+	n, ok := val.(int64)
+	switch {
+	case !ok || fencing && n == 0 || !fencing && n > 0:
+		// Not a number, or a fence that does not match the request.
 		return false, 0, 0, fmt.Errorf("unexpected reply %v from the acquire script", val)
-	}
-	if won == 0 {
-		return false, 0, holderTTL(n), nil
+	case n < 0:
+		pttl := int64(-1) // the key has no expiry
+		if n < -1 {
+			pttl = -(n + 2) // no overflow: n + 2 > math.MinInt64
+		}
+		return false, 0, holderTTL(pttl), nil
 	}
 	return true, n, 0, nil
 }

@@ -13,14 +13,17 @@
 -- ARGV[3]  '1': take a fence (INCR KEYS[2]); '0': no fence
 -- ARGV[4]  the caller waits: keep its place in the queue for this many ms;
 --          '0': it does not wait, and does not queue
--- Returns  {1, fence}  acquired (also when the key already holds ARGV[1]:
---                      the lock was handed to this waiter by a release, or
---                      a retried command whose first reply was lost);
---                      fence is 0 without ARGV[3] = '1'
---          {0, pttl}   held by someone else; pttl is their remaining TTL in ms
---                      (-1: the key has no expiry)
---          an error    WRONGTYPE when the key holds a non-string value, or the
---                      counter's error (then nothing is left set)
+-- Returns one integer (an array would cost the client more to read):
+--          fence >= 1   acquired with ARGV[3] = '1' (also when the key
+--                       already holds ARGV[1]: the lock was handed to this
+--                       waiter by a release, or a retried command whose
+--                       first reply was lost)
+--          0            acquired, without a fence
+--          -2 - pttl    held by someone else, for pttl ms more; -1: the key
+--                       has no expiry (PTTL -1)
+--          an error     WRONGTYPE when the key holds a non-string value, or
+--                       the counter's error, or a counter that did not give
+--                       a positive number (then nothing is left set)
 -- The queue commands run under pcall: a user not allowed to queue still
 -- takes locks, and its waiters poll instead.
 local token, ttl = ARGV[1], ARGV[2]
@@ -40,7 +43,7 @@ if ours then
     redis.pcall('ZREM', expiries, token)
   end
   if ARGV[3] ~= '1' then
-    return {1, 0}
+    return 0
   end
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' and fence.err then
@@ -48,7 +51,13 @@ if ours then
     redis.call('DEL', KEYS[1])
     return fence
   end
-  return {1, fence}
+  if fence < 1 then
+    -- Someone set the counter below zero: such a fence would read as
+    -- "held", and could repeat a number already handed out.
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('ERR the fence counter ' .. KEYS[2] .. ' gave ' .. fence .. ', not a positive number')
+  end
+  return fence
 end
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
@@ -65,4 +74,4 @@ if wait > 0 then
     redis.pcall('PEXPIRE', expiries, wait)
   end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return -2 - redis.call('PTTL', KEYS[1])

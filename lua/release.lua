@@ -12,7 +12,9 @@
 --          with the acquire script before it lapses
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
 --          in the queue is removed first
--- Announces '1'        released: anyone may take it
+-- Announces '1'        released: anyone may take it; not announced when
+--                      the queue is empty (a waiter keeps its place for as
+--                      long as it listens, so nobody is left to tell)
 --           'g:' .. t  handed to the waiter whose token's SHA1 starts
 --                      with the 16 hex digits t (the token itself is
 --                      a secret and is not published)
@@ -39,6 +41,13 @@ if value ~= token then
     return 0
   end
   return -1
+end
+if queued and redis.pcall('ZCARD', KEYS[2]) == 0 then
+  -- Nobody in line, so nobody to tell (see above). The common case, kept
+  -- to the commands it needs. Without the right to ZCARD the pcall
+  -- returns an error, not 0, and the release goes the long way.
+  redis.call('DEL', KEYS[1])
+  return 1
 end
 local channel = KEYS[1] .. ':released'
 local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
