@@ -230,13 +230,48 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		}
 	}()
 
+	// The Lock is built up front: its commands are prepared once for
+	// every attempt, and it is handed out when one succeeds.
+	l := &Lock{client: c, opts: o, name: name}
+	l.ref.init(names, keyLen, &l.opts, c.publish)
+	_, waits := o.retry.NextBackoff(1)
+	// A waiter on a single deployment queues on the server, under one
+	// token for all its attempts: a release hands the lock to the first
+	// waiter in line, which claims it with its next attempt (see
+	// lua/release.lua), and the other waiters are not woken. Elsewhere
+	// each attempt has a token of its own: a late answer to an earlier
+	// attempt (a quorum node that missed its timeout) then cannot be
+	// mistaken for this one, nor its clean-up delete this one's key.
+	queued := waits && c.store.queues()
+	l.ref.waiting = queued
+	if queued {
+		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+	}
+
 	// A caller that will wait queues behind the other waiters of this
 	// Client for the same lock (see waitRooms) and keeps its place until
-	// it gives up, or until the lock it got is released or lost.
+	// it gives up, or until the lock it got is released or lost. A
+	// releaser of this Client that hands it the turn may send its first
+	// attempt in the same round trip as the release (see Lock.release):
+	// not with WithReplicaAck, whose WAIT must follow the attempt.
 	var room *waitRoom
-	if _, waits := o.retry.NextBackoff(1); waits {
+	var early *earlyAttempt
+	if waits {
 		var err error
-		if room, err = c.rooms().enter(ctx, key, waitCap); err != nil {
+		var earlyRef *lockRef
+		if queued && o.replicas == 0 {
+			earlyRef = &l.ref
+		}
+		if room, early, err = c.rooms().enter(ctx, key, waitCap, earlyRef); err != nil {
+			if room != nil {
+				// The turn came as we gave up, maybe with an attempt
+				// made for us: undo it (our place in the queue, or the
+				// lock itself), then pass the turn on.
+				if early != nil && early.reply.Err() == nil {
+					c.leaveQueue(ctx, &l.ref)
+				}
+				c.rooms().leave(room)
+			}
 			err = c.gaveUp(name, 0, err)
 			c.observeAcquire(o, name, start, 0, 0, err)
 			return nil, err
@@ -248,25 +283,14 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			c.rooms().leave(room)
 		}
 	}()
+	if queued {
+		// Announcements of a hand-over to us wake the room from now on,
+		// before our first attempt can queue us.
+		room.expect(handoffTicket(l.ref.token))
+	}
 	// A room that kept its subscription from earlier waiters already
 	// hears every release: no need to try again once subscribed.
 	listened := room != nil && c.rooms().hearing(room)
-	// The Lock is built up front: its commands are prepared once for
-	// every attempt, and it is handed out when one succeeds.
-	l := &Lock{client: c, opts: o, name: name}
-	l.ref.init(names, keyLen, &l.opts, c.publish)
-	// A waiter on a single deployment queues on the server, under one
-	// token for all its attempts: a release hands the lock to the first
-	// waiter in line, which claims it with its next attempt (see
-	// lua/release.lua), and the other waiters are not woken. Elsewhere
-	// each attempt has a token of its own: a late answer to an earlier
-	// attempt (a quorum node that missed its timeout) then cannot be
-	// mistaken for this one, nor its clean-up delete this one's key.
-	queued := room != nil && c.store.queues()
-	l.ref.waiting = queued
-	if queued {
-		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
-	}
 	inQueue := false // we may have a place in the server's queue
 	defer func() {
 		if inQueue {
@@ -282,8 +306,23 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 		if !queued {
 			l.ref.token = rand.Text()
 		}
-		sent := time.Now()
-		acquired, fence, holderTTL, err := c.store.acquire(ctx, &l.opts, &l.ref)
+		var (
+			sent      time.Time
+			acquired  bool
+			fence     int64
+			holderTTL time.Duration
+			err       error
+		)
+		if early != nil && early.reply.Err() == nil {
+			// The releaser that handed us the turn made our first
+			// attempt. (If it failed, we make our own.)
+			sent = early.sent
+			acquired, fence, holderTTL, err = parseAcquire(early.reply, l.opts.fencing)
+		} else {
+			sent = time.Now()
+			acquired, fence, holderTTL, err = c.store.acquire(ctx, &l.opts, &l.ref)
+		}
+		early = nil
 		// A store may explain a refusal (a quorum's counts): that is
 		// still "held by someone else", and the explanation goes with
 		// the error if we give up.
@@ -317,9 +356,8 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			}
 			return l, nil
 		}
-		if queued && !inQueue {
+		if queued {
 			inQueue = true
-			room.expect(handoffTicket(l.ref.token))
 		}
 
 		delay, again := o.retry.NextBackoff(attempt)
@@ -949,7 +987,32 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	l.mu.Unlock()
 	<-l.extending
 
-	reply, err := l.client.store.release(ctx, &l.ref)
+	// This hold is over for the local waiters whatever the outcome (the
+	// key is gone, someone else's, or left to expire): the next in line
+	// gets the turn, and, on a store that can, its first attempt goes in
+	// the same round trip as our release, right behind it.
+	l.mu.Lock()
+	room := l.room
+	l.room = nil
+	l.mu.Unlock()
+	var next *queuedWaiter
+	pipe, canPipe := l.client.store.(releaseAttempter)
+	if room != nil && canPipe {
+		next = l.client.rooms().takeNext(room)
+	}
+	var reply int64
+	var err error
+	if next != nil {
+		// Announcements of a hand-over to it wake the room from now on.
+		room.expect(handoffTicket(next.ref.token))
+		next.early, reply, err = pipe.releaseAndAttempt(ctx, &l.ref, next.ref)
+		close(next.turn)
+	} else {
+		reply, err = l.client.store.release(ctx, &l.ref)
+		if room != nil {
+			l.client.rooms().leave(room)
+		}
+	}
 	var reason LostReason
 	switch {
 	case err != nil:
@@ -959,9 +1022,6 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		reason = reasonFor(reply)
 		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
 	}
-	// Whatever the outcome, this hold is over for the local waiters: the
-	// key is gone, someone else's, or left to expire.
-	l.endHold()
 	if err == nil || reason != 0 {
 		l.mu.Lock()
 		l.released = true

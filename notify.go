@@ -40,14 +40,31 @@ type waitRooms struct {
 type waitRoom struct {
 	key      string
 	turnHeld bool
-	queue    []chan struct{} // closed to hand over the turn
-	released chan struct{}   // buffered: a release was announced
-	sub      *subscription   // nil until the turn holder first waited
-	linger   *time.Timer     // closes the room once idle (see leave)
+	queue    []*queuedWaiter
+	released chan struct{} // buffered: a release was announced
+	sub      *subscription // nil until the turn holder first waited
+	linger   *time.Timer   // closes the room once idle (see leave)
 	// ticket is what a release announces when it hands the lock to the
 	// turn holder, queued on the server (see handoffTicket). A hand-over
 	// to anyone else does not wake the room.
 	ticket atomic.Pointer[string]
+}
+
+// queuedWaiter is a goroutine in line for a room's turn.
+type queuedWaiter struct {
+	turn chan struct{} // closed to hand over the turn
+	// ref is the waiter's lock, whose first attempt a releaser of this
+	// Client may send right behind its release (see Lock.release); nil
+	// when it may not. early is that attempt, set before turn is closed.
+	ref   *lockRef
+	early *earlyAttempt
+}
+
+// earlyAttempt is an acquire attempt sent for a waiter by the releaser
+// that handed it the turn, in the same round trip as the release.
+type earlyAttempt struct {
+	sent  time.Time // before the command left: the lease began later
+	reply *redis.Cmd
 }
 
 // expect makes the room wake for a hand-over to ticket.
@@ -85,9 +102,12 @@ func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
 var errWaitCap = errors.New("waited MaxWaitWithoutDeadline")
 
 // enter returns the room of key with its turn held by the caller, waiting
-// in line if another goroutine of this Client holds it. It fails with
-// ctx's error, or with errWaitCap at deadline (when not zero).
-func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (*waitRoom, error) {
+// in line if another goroutine of this Client holds it, and the attempt
+// the goroutine that handed it the turn made for it, if any (for ref, when
+// not nil). It fails with ctx's error, or with errWaitCap at deadline (when
+// not zero); if the turn came as it gave up, it returns the room (and any
+// early attempt) with the error: the caller cleans up and leaves the room.
+func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time, ref *lockRef) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
 	if room == nil {
@@ -97,10 +117,10 @@ func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (
 	if !room.turnHeld {
 		room.turnHeld = true
 		w.mu.Unlock()
-		return room, nil
+		return room, nil, nil
 	}
-	turn := make(chan struct{})
-	room.queue = append(room.queue, turn)
+	me := &queuedWaiter{turn: make(chan struct{}), ref: ref}
+	room.queue = append(room.queue, me)
 	w.mu.Unlock()
 
 	var capped <-chan time.Time
@@ -111,8 +131,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (
 	}
 	var err error
 	select {
-	case <-turn:
-		return room, nil
+	case <-me.turn:
+		return room, me.early, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-capped:
@@ -120,16 +140,35 @@ func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time) (
 	}
 	w.mu.Lock()
 	for i, queued := range room.queue {
-		if queued == turn {
+		if queued == me {
 			room.queue = append(room.queue[:i], room.queue[i+1:]...)
 			w.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	w.mu.Unlock()
-	// The turn was handed to us as we gave up: pass it on.
-	w.leave(room)
-	return nil, err
+	// The turn is being handed to us as we give up. A releaser may be
+	// sending an attempt for us: wait for it (one round trip, bounded
+	// by the releaser's context and the client's timeouts), so that the
+	// caller can undo it.
+	<-me.turn
+	return room, me.early, err
+}
+
+// takeNext hands the turn of room, held by the caller, straight to the
+// next goroutine in line that accepts an early attempt, and returns it; the
+// caller sets its early attempt and then closes its turn. nil: nobody in
+// line (or the next does not accept one), and the caller leaves the room
+// as usual.
+func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(room.queue) == 0 || room.queue[0].ref == nil {
+		return nil
+	}
+	next := room.queue[0]
+	room.queue = room.queue[1:]
+	return next
 }
 
 // roomLinger is how long a room that nobody uses keeps its subscription,
@@ -145,7 +184,7 @@ func (w *waitRooms) leave(room *waitRoom) {
 	if len(room.queue) > 0 {
 		next := room.queue[0]
 		room.queue = room.queue[1:]
-		close(next)
+		close(next.turn)
 		return
 	}
 	room.turnHeld = false

@@ -311,6 +311,41 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	return reply, err
 }
 
+// releaseAttempter is implemented by stores that can send a release and
+// the next waiter's attempt in one round trip.
+type releaseAttempter interface {
+	// releaseAndAttempt releases ref (reply and err as release) and then
+	// attempts next in the same round trip. The attempt is nil when it
+	// was not sent or not run; its reply may hold an error, and then the
+	// waiter makes its own.
+	releaseAndAttempt(ctx context.Context, ref, next *lockRef) (attempt *earlyAttempt, reply int64, err error)
+}
+
+func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) (*earlyAttempt, int64, error) {
+	rel := redis.NewCmd(ctx, ref.releaseArgs[:]...)
+	rel.SetFirstKeyPos(3)
+	acq := redis.NewCmd(ctx, next.acquireCommand(true)...)
+	acq.SetFirstKeyPos(3)
+	next.attempted = true
+	pipe := s.rdb.Pipeline()
+	_ = pipe.Process(ctx, rel)
+	_ = pipe.Process(ctx, acq)
+	sent := time.Now()
+	_, _ = pipe.Exec(ctx)
+	if err := rel.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isTryAgain(err)) {
+		// The script cache was flushed (both commands failed) or the
+		// slot is migrating: release the long way; the waiter makes
+		// its own attempt.
+		reply, err := s.release(ctx, ref)
+		return nil, reply, err
+	}
+	reply, err := rel.Int64()
+	if err == nil {
+		s.ranScript()
+	}
+	return &earlyAttempt{sent: sent, reply: acq}, reply, err
+}
+
 func (s singleStore) leaveQueue(ctx context.Context, ref *lockRef) {
 	args := make([]any, 0, len(ref.releaseArgs)+1)
 	args = append(append(args, ref.releaseArgs[:]...), "1")
