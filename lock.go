@@ -266,8 +266,10 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			if room != nil {
 				// The turn came as we gave up, maybe with an attempt
 				// made for us: undo it (our place in the queue, or the
-				// lock itself), then pass the turn on.
-				if early != nil && early.reply.Err() == nil {
+				// lock itself), then pass the turn on. Also when the
+				// attempt failed: it may have run all the same (a reply
+				// lost with the connection).
+				if early != nil {
 					c.leaveQueue(ctx, &l.ref)
 				}
 				c.rooms().leave(room)
