@@ -88,6 +88,18 @@ func queuedBehind(t *testing.T, ctx context.Context, c *Client, name string, opt
 	return got
 }
 
+// newTracedClient returns a Client whose callers wait (an hour of backoff)
+// on a go-redis client whose round trips are recorded.
+func newTracedClient(t *testing.T, addr string, opts ...Option) (*Client, *redis.Client, *roundTrips) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
+	opts = append([]Option{WithLogger(discard()), WithRetry(LinearBackoff(time.Hour))}, opts...)
+	return New(rdb, opts...), rdb, trips
+}
+
 // warmUp runs one cycle on c, which loads the scripts.
 func warmUp(t *testing.T, ctx context.Context, c *Client) {
 	t.Helper()
@@ -105,11 +117,7 @@ func TestTheNextLocalWaitersAttemptRidesOnTheRelease(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
-		trips := &roundTrips{}
-		rdb.AddHook(trips)
-		c := New(rdb, WithLogger(discard()), WithFencing(), WithRetry(LinearBackoff(time.Hour)))
+		c, rdb, trips := newTracedClient(t, addr, WithFencing())
 
 		warmUp(t, ctx, c)
 		holder, err := c.Acquire(ctx, "job") // a waiter's Acquire: it holds the room's turn
@@ -136,11 +144,7 @@ func TestAWaiterWhoGivesUpWhileItsAttemptRidesOnTheReleaseUndoesIt(t *testing.T)
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
-		trips := &roundTrips{}
-		rdb.AddHook(trips)
-		c := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		c, rdb, trips := newTracedClient(t, addr)
 		warmUp(t, ctx, c)
 
 		holder, err := c.Acquire(ctx, "job")
@@ -179,11 +183,7 @@ func TestAFailedEarlyAttemptIsMadeAgainByTheWaiter(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
-		trips := &roundTrips{}
-		rdb.AddHook(trips)
-		c := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		c, rdb, trips := newTracedClient(t, addr)
 
 		holder, err := c.Acquire(ctx, "job")
 		require.NoError(t, err)
