@@ -285,9 +285,10 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			c.rooms().leave(room)
 		}
 	}()
-	if queued {
+	if queued && early == nil {
 		// Announcements of a hand-over to us wake the room from now on,
-		// before our first attempt can queue us.
+		// before our first attempt can queue us. (A releaser that made
+		// our first attempt set it before sending.)
 		room.expect(handoffTicket(l.ref.token))
 	}
 	// A room that kept its subscription from earlier waiters already
@@ -598,13 +599,19 @@ type Lock struct {
 // endHold hands the turn to this Client's next waiter, once: on release or
 // on loss, whichever comes first.
 func (l *Lock) endHold() {
-	l.mu.Lock()
-	room := l.room
-	l.room = nil
-	l.mu.Unlock()
-	if room != nil {
+	if room := l.takeRoom(); room != nil {
 		l.client.rooms().leave(room)
 	}
+}
+
+// takeRoom takes this Client's waiters for the lock (nil, once taken): the
+// caller hands the turn on.
+func (l *Lock) takeRoom() *waitRoom {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	room := l.room
+	l.room = nil
+	return room
 }
 
 // start makes l the held lock, acquired with fence by a command sent at
@@ -993,10 +1000,7 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	// key is gone, someone else's, or left to expire): the next in line
 	// gets the turn, and, on a store that can, its first attempt goes in
 	// the same round trip as our release, right behind it.
-	l.mu.Lock()
-	room := l.room
-	l.room = nil
-	l.mu.Unlock()
+	room := l.takeRoom()
 	var next *queuedWaiter
 	pipe, canPipe := l.client.store.(releaseAttempter)
 	if room != nil && canPipe {

@@ -242,10 +242,12 @@ func TestAReleaseWithNobodyInLineAnnouncesNothing(t *testing.T) {
 	})
 }
 
-func TestAWaiterThatCannotQueueIsWokenByTheRelease(t *testing.T) {
+func TestAReleaseIsAnnouncedToWaitersThatCannotQueue(t *testing.T) {
 	// A user without the queue's commands (but allowed to publish and
 	// subscribe) does not queue; releases of its locks go the long way
-	// and announce "1", and its waiters wake on it.
+	// and announce "1" on the channel its waiters listen to. (The
+	// waiter would also come back by itself within queueRefresh: what
+	// this checks is the announcement.)
 	server := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

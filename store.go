@@ -326,7 +326,6 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	rel.SetFirstKeyPos(3)
 	acq := redis.NewCmd(ctx, next.acquireCommand(true)...)
 	acq.SetFirstKeyPos(3)
-	next.attempted = true
 	pipe := s.rdb.Pipeline()
 	_ = pipe.Process(ctx, rel)
 	_ = pipe.Process(ctx, acq)
