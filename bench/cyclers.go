@@ -2,7 +2,13 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	bsm "github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
@@ -141,4 +147,37 @@ func openRueidisCycle(addr string) (func(context.Context, string) error, func() 
 		cancel() // releases, and waits for the release to be sent
 		return nil
 	}, func() error { locker.Close(); return nil }, nil
+}
+
+// openOurCommandsCycle sends by hand, with go-redis alone, the two commands
+// our uncontended cycle sends: SET key token NX PX ttl, then EVALSHA of our
+// release script (lua/release.lua, read from the core module beside this
+// one) with the lock's queue keys, exactly as the library calls it. Set
+// beside raw and ours, it splits our overhead into what our scripts cost
+// the server and what our Go code costs the client.
+func openOurCommandsCycle(addr string) (func(context.Context, string) error, func() error, error) {
+	src, err := os.ReadFile("../lua/release.lua")
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading our release script: %w", err)
+	}
+	release := redis.NewScript(string(src))
+	rdb := newGoRedis(addr, nil)
+	if err := release.Load(context.Background(), rdb).Err(); err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	ttl := uncontendedTTL.Milliseconds()
+	claim := min(uncontendedTTL, time.Second).Milliseconds() // the hand-over claim, as lockRef.init
+	return func(ctx context.Context, name string) error {
+		token := rand.Text()
+		key := redislock.DefaultKeyPrefix + "{" + name + "}"
+		if err := rdb.Do(ctx, "set", key, token, "nx", "px", ttl).Err(); err != nil {
+			return err
+		}
+		n, err := rdb.Do(ctx, "evalsha", release.Hash(), 3, key, key+":q", key+":qx", token, "PUBLISH", claim).Int64()
+		if err == nil && n != 1 {
+			err = errNotOurs
+		}
+		return err
+	}, rdb.Close, nil
 }

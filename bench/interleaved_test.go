@@ -16,7 +16,8 @@ import (
 const interleavedCycles = 100
 
 // BenchmarkInterleaved compares uncontended cycles on a noisy machine:
-// one op is one round in which raw, ours, the fenced pair and bsm each run
+// one op is one round in which raw, ours, the fenced pair, bsm and our
+// commands sent by hand (ourcmds, see openOurCommandsCycle) each run
 // interleavedCycles cycles on one redis-server, so that load that comes
 // and goes hits them all alike. It reports each library's median (over
 // rounds) of the mean cycle time in a round, and ours against raw:
@@ -30,6 +31,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		{"raw-fenced", openRawFencedCycle},
 		{"ours-fenced", openOursCycle(redislock.WithFencing())},
 		{"bsm", openBSMCycle},
+		{"ourcmds", openOurCommandsCycle},
 	}
 	ctx := context.Background()
 	cycles := make([]func(context.Context, string) error, len(libs))
@@ -66,4 +68,8 @@ func BenchmarkInterleaved(b *testing.B) {
 	b.ReportMetric(medians[1]/medians[0], "ours/raw")
 	b.ReportMetric(medians[3]/medians[0], "ours-fenced/raw")
 	b.ReportMetric(medians[3]/medians[2], "ours-fenced/raw-fenced")
+	// Our commands sent by hand: the server's share of our overhead
+	// (ourcmds/raw) and the client's (ours/ourcmds).
+	b.ReportMetric(medians[5]/medians[0], "ourcmds/raw")
+	b.ReportMetric(medians[1]/medians[5], "ours/ourcmds")
 }
