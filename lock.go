@@ -59,6 +59,7 @@ type Client struct {
 
 	init      sync.Once
 	scheduler *scheduler
+	deadlines *alarms
 	waiting   *waitRooms
 }
 
@@ -66,6 +67,12 @@ type Client struct {
 func (c *Client) watchdog() *scheduler {
 	c.init.Do(c.setup)
 	return c.scheduler
+}
+
+// alarms returns the Client's timer of safe deadlines.
+func (c *Client) alarms() *alarms {
+	c.init.Do(c.setup)
+	return c.deadlines
 }
 
 // rooms returns the Client's waiting rooms.
@@ -79,6 +86,7 @@ func (c *Client) rooms() *waitRooms {
 // the calls that bring none of their own.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store)
+	c.deadlines = &alarms{}
 	c.waiting = newWaitRooms(c.notify)
 	if c.opts.ttlArg == nil {
 		c.opts.ttlArg = c.opts.ttl.Milliseconds()
@@ -575,7 +583,7 @@ type Lock struct {
 	ttl           time.Duration // current lease; Extend may change it
 	interval      time.Duration // current watchdog interval
 	safeDeadline  time.Time     // monotonic; the lease cannot have ended before it
-	deadlineTimer *time.Timer
+	deadlineAlarm alarm         // rings at safeDeadline (Client.alarms)
 	maxHoldTimer  *time.Timer
 	lastErr       error // the last extension error, for an Unreachable loss
 	released      bool
@@ -624,7 +632,8 @@ func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *wai
 	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(o.ttl-drift(o.ttl))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.deadlineTimer = time.AfterFunc(time.Until(l.safeDeadline), l.onSafeDeadline)
+	l.deadlineAlarm = alarm{lock: l, index: -1}
+	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 	if o.maxHold > 0 {
 		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), l.onMaxHold)
 	}
@@ -830,11 +839,12 @@ func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
 	}
 	l.safeDeadline = sent.Add(ttl - drift(ttl))
 	l.lastErr = nil
-	l.deadlineTimer.Reset(time.Until(l.safeDeadline))
+	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 }
 
-// onSafeDeadline runs on its own timer, independent of any Redis call under
-// way, so that a stalled connection cannot delay the loss signal.
+// onSafeDeadline runs when the lock's alarm rings (on a goroutine of its
+// own, see alarms), independent of any Redis call under way, so that a
+// stalled connection cannot delay the loss signal.
 func (l *Lock) onSafeDeadline() {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -843,7 +853,7 @@ func (l *Lock) onSafeDeadline() {
 	}
 	if left := time.Until(l.safeDeadline); left > 0 {
 		// An extension was confirmed after the timer fired.
-		l.deadlineTimer.Reset(left)
+		l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 		l.mu.Unlock()
 		return
 	}
@@ -921,7 +931,7 @@ func (l *Lock) announceLoss(lost *LostError) {
 }
 
 func (l *Lock) stopTimersLocked() {
-	l.deadlineTimer.Stop()
+	l.client.alarms().cancel(&l.deadlineAlarm)
 	if l.maxHoldTimer != nil {
 		l.maxHoldTimer.Stop()
 	}

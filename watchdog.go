@@ -19,9 +19,10 @@ import (
 // taking and releasing a lock only moves the timer, which costs no
 // goroutine start-up or wake-up on the uncontended path.
 //
-// The watchdog never signals a loss by timing alone: each lock's safe
-// deadline has its own timer (see Lock.onSafeDeadline), so a batch stuck on a
-// stalled connection delays no loss signal.
+// The watchdog never signals a loss by timing alone: the locks' safe
+// deadlines ring on a timer of their own (alarms, below; see
+// Lock.onSafeDeadline), so a batch stuck on a stalled connection delays no
+// loss signal.
 type scheduler struct {
 	store store
 
@@ -89,14 +90,11 @@ func (s *scheduler) unwatch(l *Lock) {
 	defer s.mu.Unlock()
 	l.watch.unwatched = true
 	if l.watch.index >= 0 {
+		// The timer is left alone, even with nothing left to extend: it
+		// fires, finds nothing due and sets itself for the next lock, if
+		// any. Stopping it here would make the next lock's schedule set
+		// it again: a runtime timer operation per acquire + release.
 		heap.Remove(&s.queue, l.watch.index)
-		if len(s.queue) == 0 && !s.busy && !s.armed.IsZero() {
-			// Nothing left to extend: no timer either. (A timer set for
-			// a lock that left earlier is left alone otherwise: it fires,
-			// finds nothing due and sets itself for the next.)
-			s.timer.Stop()
-			s.armed = time.Time{}
-		}
 	}
 }
 
@@ -228,5 +226,102 @@ func (s *scheduler) extend(batch []*Lock) {
 		}
 		retry := max(intervals[i]/3, time.Millisecond)
 		s.schedule(l, time.Now().Add(retry), retry)
+	}
+}
+
+// alarms rings the safe deadlines of every lock of a Client (see
+// Lock.onSafeDeadline) on one runtime timer, which never waits for Redis.
+// Setting an alarm for later than the timer's next firing, moving one later
+// and cancelling one touch no runtime timer, so an uncontended
+// acquire + release, whose deadline is always later than the one armed
+// before it, costs no timer operation (a runtime timer added or moved
+// earlier may wake an idle thread, and on a small machine the core it
+// runs on is often the Redis server's). A firing that finds nothing due
+// sets the timer for the next alarm. Each due lock's loss is signalled on
+// a goroutine of its own, so a slow one (a user's logger or Observer)
+// delays no other.
+type alarms struct {
+	mu    sync.Mutex
+	queue alarmHeap
+	timer *time.Timer // fires a.fire; created with the first alarm
+	armed time.Time   // when timer is set to fire; zero: not set
+}
+
+// alarm is one lock's safe deadline, kept in the lock.
+type alarm struct {
+	at    time.Time
+	lock  *Lock
+	index int // in the heap; -1 when not in it
+}
+
+type alarmHeap []*alarm
+
+func (h alarmHeap) Len() int           { return len(h) }
+func (h alarmHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h alarmHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *alarmHeap) Push(x any) {
+	a := x.(*alarm)
+	a.index = len(*h)
+	*h = append(*h, a)
+}
+func (h *alarmHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	a.index = -1
+	return a
+}
+
+// set makes a ring at at (again, if it was set or has rung).
+func (as *alarms) set(a *alarm, at time.Time) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	a.at = at
+	if a.index >= 0 {
+		heap.Fix(&as.queue, a.index)
+	} else {
+		heap.Push(&as.queue, a)
+	}
+	if !as.armed.IsZero() && !as.armed.After(as.queue[0].at) {
+		return // the timer fires first anyway
+	}
+	as.armed = as.queue[0].at
+	if as.timer == nil {
+		as.timer = time.AfterFunc(time.Until(as.armed), as.fire)
+		return
+	}
+	as.timer.Reset(time.Until(as.armed))
+}
+
+// cancel makes sure a does not ring (unless it is ringing already).
+func (as *alarms) cancel(a *alarm) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if a.index >= 0 {
+		heap.Remove(&as.queue, a.index)
+	}
+}
+
+// fire runs on the timer's goroutine: it rings every alarm that is due and
+// sets the timer for the next.
+func (as *alarms) fire() {
+	as.mu.Lock()
+	now := time.Now()
+	var due []*alarm
+	for len(as.queue) > 0 && !as.queue[0].at.After(now) {
+		due = append(due, heap.Pop(&as.queue).(*alarm))
+	}
+	as.armed = time.Time{}
+	if len(as.queue) > 0 {
+		as.armed = as.queue[0].at
+		as.timer.Reset(time.Until(as.armed))
+	}
+	as.mu.Unlock()
+	for _, a := range due {
+		go a.lock.onSafeDeadline()
 	}
 }

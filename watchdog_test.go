@@ -170,3 +170,34 @@ func TestWatchdogOffCancelsAtTheLeasesSafeDeadline(t *testing.T) {
 	waitDone(t, l.Context(), 10*time.Second)
 	requireLost(t, l.Context(), redislock.Expired)
 }
+
+// The safe deadlines of a Client's locks share one timer (see alarms in
+// watchdog.go): a deadline earlier than the one armed must move it, a
+// released lock's deadline must not ring, and the timer must be set again
+// for the next deadline after each ring.
+func TestSafeDeadlinesOfManyLocksRingInOrder(t *testing.T) {
+	mini := newMini(t)
+	c := redislock.New(mini, quiet, redislock.WithWatchdog(false))
+	ctx := context.Background()
+	acquire := func(name string, ttl time.Duration) *redislock.Lock {
+		t.Helper()
+		l, err := c.Acquire(ctx, name, redislock.WithTTL(ttl))
+		require.NoError(t, err)
+		return l
+	}
+	far := acquire("far", time.Hour) // arms the timer an hour ahead
+	released := acquire("released", 50*time.Millisecond)
+	require.NoError(t, released.Release(ctx)) // its deadline must not ring
+	first := acquire("first", 100*time.Millisecond)
+	second := acquire("second", 300*time.Millisecond)
+
+	waitDone(t, first.Context(), 10*time.Second)
+	requireLost(t, first.Context(), redislock.Expired)
+	require.NoError(t, second.Context().Err(), "a later deadline does not ring with an earlier one")
+	waitDone(t, second.Context(), 10*time.Second)
+	requireLost(t, second.Context(), redislock.Expired)
+
+	require.ErrorIs(t, context.Cause(released.Context()), redislock.ErrReleased, "a released lock is not reported lost")
+	require.NoError(t, far.Context().Err(), "a deadline an hour away has not rung")
+	require.NoError(t, far.Release(ctx))
+}
