@@ -143,21 +143,25 @@ func applyOptions(o *options, opts []Option) {
 }
 
 // resolve returns the client's defaults overridden by one call's options.
-func (c *Client) resolve(opts []Option) (options, error) {
+//
+// Without options of its own a call shares the Client's defaults, which
+// nothing writes after setup: the locks it takes point at them.
+func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
 		// The common call: the defaults, checked once.
 		c.init.Do(c.setup)
-		return c.opts, c.defaultsErr
+		return &c.opts, c.defaultsErr
 	}
-	o := c.opts
-	applyOptions(&o, opts)
+	o := new(options)
+	*o = c.opts
+	applyOptions(o, opts)
 	if err := o.validate(); err != nil {
 		return o, err
 	}
 	if o.ttl != c.opts.ttl || o.ttlArg == nil {
 		o.ttlArg = o.ttl.Milliseconds()
 	}
-	return o, c.store.check(&o)
+	return o, c.store.check(o)
 }
 
 // Acquire takes the lock called name, or fails.
@@ -213,7 +217,7 @@ func hashTag(key string) string {
 	return ""
 }
 
-func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("nil context")
 	}
@@ -241,7 +245,7 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 	// The Lock is built up front: its commands are prepared once for
 	// every attempt, and it is handed out when one succeeds.
 	l := &Lock{client: c, opts: o, name: name}
-	l.ref.init(names, keyLen, &l.opts, c.publish)
+	l.ref.init(names, keyLen, o, c.publish)
 	_, waits := o.retry.NextBackoff(1)
 	// A waiter on a single deployment queues on the server, under one
 	// token for all its attempts: a release hands the lock to the first
@@ -330,8 +334,14 @@ func (c *Client) acquire(ctx context.Context, name string, o options) (*Lock, er
 			sent = early.sent
 			acquired, fence, holderTTL, err = parseAcquire(early.reply, l.opts.fencing)
 		} else {
-			sent = time.Now()
-			acquired, fence, holderTTL, err = c.store.acquire(ctx, &l.opts, &l.ref)
+			// A first attempt that did not wait in line did nothing
+			// but build the Lock since start: its lease may be
+			// counted from then (a little early: the safe side).
+			sent = start
+			if attempt > 1 || room != nil {
+				sent = time.Now()
+			}
+			acquired, fence, holderTTL, err = c.store.acquire(ctx, l.opts, &l.ref)
 		}
 		early = nil
 		// A store may explain a refusal (a quorum's counts): that is
@@ -464,7 +474,7 @@ func (c *Client) gaveUp(name string, attempts int, why error) error {
 	return errors.Join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, name, attempts), why)
 }
 
-func (c *Client) observeAcquire(o options, name string, start time.Time, attempts int, fence int64, err error) {
+func (c *Client) observeAcquire(o *options, name string, start time.Time, attempts int, fence int64, err error) {
 	if o.observer == nil {
 		return
 	}
@@ -569,7 +579,7 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 // goroutine that acquired it, and must not be copied. Release it when done.
 type Lock struct {
 	client     *Client
-	opts       options
+	opts       *options // never written: may be the Client's defaults
 	name       string
 	ref        lockRef // key, token and prepared commands
 	fence      int64
@@ -625,7 +635,7 @@ func (l *Lock) takeRoom() *waitRoom {
 // start makes l the held lock, acquired with fence by a command sent at
 // sent: the safe-deadline and max-hold timers and the watchdog start.
 func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
-	o := &l.opts
+	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
 	l.acquiredAt, l.watch = sent, watchState{index: -1}
 	l.extending = make(chan struct{}, 1)
@@ -799,7 +809,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	reply, err := l.client.store.extend(ctx, &l.opts, l.ref.key, l.ref.token, ttl)
+	reply, err := l.client.store.extend(ctx, l.opts, l.ref.key, l.ref.token, ttl)
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
@@ -977,20 +987,25 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	// that our DEL removed and cry "lost".
 	l.client.watchdog().unwatch(l)
 	select {
-	case l.extending <- struct{}{}:
-	case <-ctx.Done():
-		// An extension is stuck on the network. The holder is done
-		// with the lock all the same: end the hold here; the key
-		// expires after its TTL, or a later Release deletes it.
-		l.mu.Lock()
-		l.stopTimersLocked()
-		if l.ended == nil {
-			l.ended = ErrReleased
+	case l.extending <- struct{}{}: // the common case: no extension under way
+	default:
+		select {
+		case l.extending <- struct{}{}:
+		case <-ctx.Done():
+			// An extension is stuck on the network. The holder is
+			// done with the lock all the same: end the hold here;
+			// the key expires after its TTL, or a later Release
+			// deletes it.
+			l.mu.Lock()
+			l.stopTimersLocked()
+			if l.ended == nil {
+				l.ended = ErrReleased
+			}
+			l.cancelLocked(l.ended)
+			l.mu.Unlock()
+			l.endHold()
+			return nil, fmt.Errorf("redislock: release %q: waiting for an extension under way: %w", l.name, ctx.Err())
 		}
-		l.cancelLocked(l.ended)
-		l.mu.Unlock()
-		l.endHold()
-		return nil, fmt.Errorf("redislock: release %q: waiting for an extension under way: %w", l.name, ctx.Err())
 	}
 	l.mu.Lock()
 	if l.released {
@@ -1043,12 +1058,11 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		l.released = true
 		l.mu.Unlock()
 	}
-	heldFor := time.Since(l.acquiredAt)
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
-		logger.Debug("redislock: released", "name", l.name, "held_for", heldFor, "error", err, "token", l.ref.token)
+		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.ref.token)
 	}
 	if l.opts.observer != nil {
-		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: heldFor, Err: err})
+		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: time.Since(l.acquiredAt), Err: err})
 	}
 	var lost *LostError
 	if reason != 0 {

@@ -63,7 +63,7 @@ type lockRef struct {
 	// how long) from a value of another type, or from our own SET whose
 	// reply was lost and which go-redis sent again.
 	setArgs     [6]any
-	acquireArgs [11]any // see acquireCommand
+	acquireArgs *[11]any // see acquireCommand; made on first use
 	// releaseArgs is the release, built once and never written again:
 	// concurrent Release calls may read it.
 	releaseArgs [9]any
@@ -141,6 +141,11 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 // attempt: with the fence counter when fenced, and with the queue's keys
 // when the caller waits and queue is set.
 func (r *lockRef) acquireCommand(queue bool) []any {
+	if r.acquireArgs == nil {
+		// Not in the lock itself: an uncontended plain lock never
+		// needs it (see setArgs).
+		r.acquireArgs = new([11]any)
+	}
 	a := append(r.acquireArgs[:0], "evalsha", acquireSHA, 0, r.keyArg)
 	fenced, wait := "0", any("0")
 	if r.fenced {

@@ -187,7 +187,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	deadline := time.Time{}
 	for i, l := range ready {
 		l.mu.Lock()
-		reqs[i] = extendRequest{opts: &l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl}
+		reqs[i] = extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl}
 		intervals[i] = l.interval
 		if deadline.IsZero() || l.safeDeadline.Before(deadline) {
 			deadline = l.safeDeadline
