@@ -86,7 +86,7 @@ func (c *Client) rooms() *waitRooms {
 // the calls that bring none of their own.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store)
-	c.deadlines = &alarms{}
+	c.deadlines = newAlarms()
 	c.waiting = newWaitRooms(c.notify)
 	if c.opts.ttlArg == nil {
 		c.opts.ttlArg = c.opts.ttl.Milliseconds()

@@ -16,8 +16,9 @@ import (
 // harmless) and sends their extensions together, one pipeline per round
 // trip, then sets the timer for the next. So a Client owns no goroutine
 // between extensions, one while a batch is under way, and never more:
-// taking and releasing a lock only moves the timer, which costs no
-// goroutine start-up or wake-up on the uncontended path.
+// taking and releasing a lock at most moves the timer earlier (see
+// lazyTimer), which costs no goroutine start-up or wake-up on the
+// uncontended path.
 //
 // The watchdog never signals a loss by timing alone: the locks' safe
 // deadlines ring on a timer of their own (alarms, below; see
@@ -28,14 +29,44 @@ type scheduler struct {
 
 	mu    sync.Mutex
 	queue lockHeap
-	timer *time.Timer // fires s.fire; created with the first lock
-	armed time.Time   // when timer is set to fire; zero: stopped
-	busy  bool        // fire's goroutine is running: it sets the timer when done
+	timer lazyTimer // fires s.fire
+	busy  bool      // fire's goroutine is running: it sets the timer when done
 }
 
 func newScheduler(s store) *scheduler {
-	return &scheduler{store: s}
+	sc := &scheduler{store: s}
+	sc.timer.fire = sc.fire
+	return sc
 }
+
+// lazyTimer is a runtime timer that is only ever moved earlier: arming it
+// for a time at or after the one it is set for does nothing, so the owner
+// of many deadlines touches the runtime timer only when the earliest one
+// moves earlier (a runtime timer added or moved earlier may wake an idle
+// thread, and on a small machine the core it runs on is often the Redis
+// server's). A firing that finds nothing due sets it for the next. Its
+// owner's mutex guards it.
+type lazyTimer struct {
+	fire  func()      // what the timer calls
+	timer *time.Timer // created by the first arm
+	armed time.Time   // when timer is set to fire; zero: not set
+}
+
+// arm makes the timer fire at at, unless it fires at or before at anyway.
+func (t *lazyTimer) arm(at time.Time) {
+	if !t.armed.IsZero() && !t.armed.After(at) {
+		return
+	}
+	t.armed = at
+	if t.timer == nil {
+		t.timer = time.AfterFunc(time.Until(at), t.fire)
+		return
+	}
+	t.timer.Reset(time.Until(at))
+}
+
+// fired records that the timer went off: the next arm sets it again.
+func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
 // watchState is a lock's place in the scheduler, guarded by scheduler.mu.
 type watchState struct {
@@ -105,16 +136,7 @@ func (s *scheduler) armLocked() {
 	if s.busy || len(s.queue) == 0 {
 		return
 	}
-	due := s.queue[0].watch.due
-	if !s.armed.IsZero() && !s.armed.After(due) {
-		return
-	}
-	s.armed = due
-	if s.timer == nil {
-		s.timer = time.AfterFunc(time.Until(due), s.fire)
-		return
-	}
-	s.timer.Reset(time.Until(due))
+	s.timer.arm(s.queue[0].watch.due)
 }
 
 // fire runs on the timer's goroutine: it extends every lock that is due,
@@ -128,7 +150,7 @@ func (s *scheduler) fire() {
 		return
 	}
 	s.busy = true
-	s.armed = time.Time{}
+	s.timer.fired()
 	for {
 		now := time.Now()
 		var batch []*Lock
@@ -230,21 +252,23 @@ func (s *scheduler) extend(batch []*Lock) {
 }
 
 // alarms rings the safe deadlines of every lock of a Client (see
-// Lock.onSafeDeadline) on one runtime timer, which never waits for Redis.
+// Lock.onSafeDeadline) on one lazyTimer, which never waits for Redis.
 // Setting an alarm for later than the timer's next firing, moving one later
 // and cancelling one touch no runtime timer, so an uncontended
 // acquire + release, whose deadline is always later than the one armed
-// before it, costs no timer operation (a runtime timer added or moved
-// earlier may wake an idle thread, and on a small machine the core it
-// runs on is often the Redis server's). A firing that finds nothing due
-// sets the timer for the next alarm. Each due lock's loss is signalled on
-// a goroutine of its own, so a slow one (a user's logger or Observer)
+// before it, costs no timer operation. Each due lock's loss is signalled
+// on a goroutine of its own, so a slow one (a user's logger or Observer)
 // delays no other.
 type alarms struct {
 	mu    sync.Mutex
 	queue alarmHeap
-	timer *time.Timer // fires a.fire; created with the first alarm
-	armed time.Time   // when timer is set to fire; zero: not set
+	timer lazyTimer // fires as.fire
+}
+
+func newAlarms() *alarms {
+	as := &alarms{}
+	as.timer.fire = as.fire
+	return as
 }
 
 // alarm is one lock's safe deadline, kept in the lock.
@@ -286,15 +310,7 @@ func (as *alarms) set(a *alarm, at time.Time) {
 	} else {
 		heap.Push(&as.queue, a)
 	}
-	if !as.armed.IsZero() && !as.armed.After(as.queue[0].at) {
-		return // the timer fires first anyway
-	}
-	as.armed = as.queue[0].at
-	if as.timer == nil {
-		as.timer = time.AfterFunc(time.Until(as.armed), as.fire)
-		return
-	}
-	as.timer.Reset(time.Until(as.armed))
+	as.timer.arm(as.queue[0].at)
 }
 
 // cancel makes sure a does not ring (unless it is ringing already).
@@ -315,10 +331,9 @@ func (as *alarms) fire() {
 	for len(as.queue) > 0 && !as.queue[0].at.After(now) {
 		due = append(due, heap.Pop(&as.queue).(*alarm))
 	}
-	as.armed = time.Time{}
+	as.timer.fired()
 	if len(as.queue) > 0 {
-		as.armed = as.queue[0].at
-		as.timer.Reset(time.Until(as.armed))
+		as.timer.arm(as.queue[0].at)
 	}
 	as.mu.Unlock()
 	for _, a := range due {
