@@ -101,8 +101,23 @@ func TestRawBaseline(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, first+1, second)
 	})
+	t.Run("the fencing floor's pipelines take a fence, refuse a held key and release", func(t *testing.T) {
+		for _, c := range []cycler{{"raw-multi", openRawMultiFencedCycle}, {"set-incr", openSetIncrCycle}} {
+			cycle, closeLib, err := c.open(srv.Addr())
+			require.NoError(t, err, c.name)
+			name := "floor:" + c.name
+			require.NoError(t, cycle(ctx, name), c.name)
+			require.Zero(t, rdb.Exists(ctx, name).Val(), "%s: the key was not released", c.name)
+			require.Equal(t, "1", rdb.Get(ctx, name+":fence").Val(), c.name)
+			require.NoError(t, rdb.Set(ctx, name, "someone else", time.Minute).Err())
+			require.ErrorIs(t, cycle(ctx, name), errRawHeld, c.name)
+			require.Equal(t, "someone else", rdb.Get(ctx, name).Val(), c.name)
+			require.NoError(t, closeLib())
+		}
+	})
 	t.Run("every uncontended cycle acquires and releases", func(t *testing.T) {
-		for _, c := range append(cyclers(), fencedCyclers()...) {
+		floor := []cycler{{"raw-multi", openRawMultiFencedCycle}, {"set-incr", openSetIncrCycle}}
+		for _, c := range append(append(cyclers(), fencedCyclers()...), floor...) {
 			cycle, closeLib, err := c.open(srv.Addr())
 			require.NoError(t, err, c.name)
 			require.NoError(t, cycle(ctx, "cycle:"+c.name), c.name)

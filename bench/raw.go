@@ -74,3 +74,13 @@ func rawReleaseKey(ctx context.Context, rdb redis.Scripter, key, token string) (
 	n, err := rawRelease.EvalSha(ctx, rdb, []string{key}, token).Int64()
 	return n == 1, err
 }
+
+// rawReleaseOwn releases key with rawReleaseKey and returns errNotOurs
+// when it held another token or none.
+func rawReleaseOwn(ctx context.Context, rdb redis.Scripter, key, token string) error {
+	ok, err := rawReleaseKey(ctx, rdb, key, token)
+	if err == nil && !ok {
+		err = errNotOurs
+	}
+	return err
+}

@@ -35,7 +35,7 @@ run go test -run '^$' -bench '^(BenchmarkUncontended|BenchmarkUncontendedFencing
   -benchmem -count "$COUNT" -timeout 60m .
 # Uncontended, interleaved: the libraries alternate round by round, so that
 # load that comes and goes hits them alike (one op is one round).
-run go test -run '^$' -bench '^BenchmarkInterleaved$' -benchtime 40x -count "$COUNT" -timeout 60m .
+run go test -run '^$' -bench '^(BenchmarkInterleaved|BenchmarkFencingFloor)$' -benchtime 40x -count "$COUNT" -timeout 60m .
 # Contended: one op is one acquisition, 2,000 of them per run.
 run go test -run '^$' -bench '^(BenchmarkContended|BenchmarkContendedProcesses|BenchmarkFreeForAll)$' \
   -benchtime 2000x -count "$COUNT" -timeout 60m .
