@@ -116,8 +116,7 @@ func TestRawBaseline(t *testing.T) {
 		}
 	})
 	t.Run("every uncontended cycle acquires and releases", func(t *testing.T) {
-		floor := []cycler{{"raw-multi", openRawMultiFencedCycle}, {"set-incr", openSetIncrCycle}}
-		for _, c := range append(append(cyclers(), fencedCyclers()...), floor...) {
+		for _, c := range append(cyclers(), fencedCyclers()...) {
 			cycle, closeLib, err := c.open(srv.Addr())
 			require.NoError(t, err, c.name)
 			require.NoError(t, cycle(ctx, "cycle:"+c.name), c.name)

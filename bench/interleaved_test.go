@@ -88,9 +88,10 @@ func interleave(b *testing.B, addr string, libs []cycler) []float64 {
 // NX PX, then the compare-and-delete script), the raw fenced cycle (SET
 // and INCR in one script), the same two commands in MULTI/EXEC (atomic
 // without Lua), the same two commands merely pipelined (set-incr: not a
-// lock, since it takes a fence even when SET fails, but the least work a
-// server can do for a fence in the same round trip), and ours with
-// fencing; each reported against raw:
+// lock, since nothing keeps another client's commands from running
+// between the two, but the least work a server can be asked for a lock
+// and a fence in one round trip), and ours with fencing; each reported
+// against raw:
 //
 //	go test -run '^$' -bench '^BenchmarkFencingFloor$' -benchtime 40x .
 func BenchmarkFencingFloor(b *testing.B) {
