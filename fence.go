@@ -51,5 +51,3 @@ func FenceFromContext(ctx context.Context) (int64, bool) {
 	}
 	return fence, true
 }
-
-func fenceKeyFor(lockKey string) string { return lockKey + ":fence" }

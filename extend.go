@@ -1,0 +1,103 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Extend resets the lock's lease to ttl (at least 1ms) from now, and makes
+// ttl the lease that later watchdog extensions renew (their interval becomes
+// ttl/3, unless WithExtendInterval set a shorter one). It waits for an
+// extension by the watchdog that is under way.
+//
+// It returns ErrNotHeld when the lock is no longer ours (then the lock's
+// context is cancelled with the loss, if it was not already), or the Redis
+// error, which leaves the lock as it was.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if ttl < minTTL {
+		return invalidf("Extend TTL %v is below the 1ms minimum", ttl)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if err := l.endedFor(ctx); err != nil {
+		return err
+	}
+	select {
+	case l.extending <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.extending }()
+	if err := l.endedFor(ctx); err != nil { // released or lost while we waited
+		return err
+	}
+	err := l.extendOnce(ctx, ttl, false)
+	if err == nil {
+		l.mu.Lock()
+		l.ttl = ttl
+		if l.opts.extendInterval > 0 && l.opts.extendInterval < ttl {
+			l.interval = l.opts.extendInterval
+		} else {
+			l.interval = ttl / 3
+		}
+		interval := l.interval
+		l.mu.Unlock()
+		if l.opts.watchdog {
+			// The next extension is due an interval from now, not at
+			// the old schedule: a shorter lease would run out first.
+			l.client.watchdog().schedule(l, time.Now().Add(interval), interval)
+		}
+	}
+	return err
+}
+
+// extendOnce sends one extension and records its outcome. The caller
+// holds l.extending.
+func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
+	sent := time.Now()
+	reply, err := l.client.store.extend(ctx, l.opts, l.ref.key, l.ref.token, ttl)
+	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
+}
+
+// recordExtension records the outcome of an extension sent at sent: a
+// confirmed one moves the safe deadline; a "not ours" reply loses the lock;
+// an error is kept for the Unreachable loss it may turn into.
+func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
+	switch {
+	case err != nil:
+		err = fmt.Errorf("redislock: extend %q: %w", l.name, err)
+		l.mu.Lock()
+		// Keep what Redis said over our own deadline cutting a call short.
+		if l.lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+			l.lastErr = err
+		}
+		l.mu.Unlock()
+	case reply == replyDone:
+		l.confirm(sent, ttl)
+	default:
+		lost := l.reportLoss(reasonFor(reply), nil)
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, lost.Reason)
+	}
+	if l.opts.observer != nil {
+		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err})
+	}
+	return err
+}
+
+// confirm moves the safe deadline after an extension sent at sent was
+// confirmed: the server ran it after sent, so the lease lasts at least
+// until sent+ttl by its clock, which ours may lag by the drift.
+func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended != nil {
+		return
+	}
+	l.safeDeadline = sent.Add(ttl - drift(ttl))
+	l.lastErr = nil
+	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
+}

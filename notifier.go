@@ -1,0 +1,141 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier shares one pub/sub connection among every room of a Client
+// (on a cluster, one sharded subscription per channel, since the channels
+// live on different nodes). Its reader goroutine runs while at least one
+// channel is subscribed.
+type notifier struct {
+	rdb     redis.UniversalClient
+	sharded bool
+
+	mu      sync.Mutex
+	pubsub  *redis.PubSub // one connection (not sharded)
+	reading chan struct{} // closed when the reader exits
+	subs    map[string]*subscription
+}
+
+type subscription struct {
+	channel string
+	room    *waitRoom     // woken by the channel's announcements
+	ready   chan struct{} // closed once the server confirmed
+	pubsub  *redis.PubSub // sharded mode: its own
+	done    chan struct{} // sharded mode: reader exited
+}
+
+func newNotifier(rdb redis.UniversalClient) *notifier {
+	_, sharded := rdb.(*redis.ClusterClient)
+	return &notifier{rdb: rdb, sharded: sharded, subs: map[string]*subscription{}}
+}
+
+func (n *notifier) subscribe(channel string, room *waitRoom) *subscription {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sub := &subscription{channel: channel, room: room, ready: make(chan struct{})}
+	n.subs[channel] = sub
+	ctx := context.Background()
+	if n.sharded {
+		sub.pubsub = n.rdb.SSubscribe(ctx, channel)
+		sub.done = make(chan struct{})
+		go n.read(sub.pubsub, sub.done)
+		return sub
+	}
+	if n.pubsub == nil {
+		n.pubsub = n.rdb.Subscribe(ctx, channel)
+		n.reading = make(chan struct{})
+		go n.read(n.pubsub, n.reading)
+	} else {
+		_ = n.pubsub.Subscribe(ctx, channel) // a failure only costs latency
+	}
+	return sub
+}
+
+func (n *notifier) unsubscribe(sub *subscription) {
+	n.mu.Lock()
+	var closing *redis.PubSub
+	var done chan struct{}
+	switch {
+	case n.subs[sub.channel] != sub:
+		// A newer room of the same lock subscribed meanwhile: leave
+		// the channel to it (sharded: close only our own connection).
+		if n.sharded {
+			closing, done = sub.pubsub, sub.done
+		}
+	case n.sharded:
+		delete(n.subs, sub.channel)
+		closing, done = sub.pubsub, sub.done
+	case len(n.subs) == 1:
+		delete(n.subs, sub.channel)
+		closing, done = n.pubsub, n.reading
+		n.pubsub, n.reading = nil, nil
+	default:
+		delete(n.subs, sub.channel)
+		_ = n.pubsub.Unsubscribe(context.Background(), sub.channel)
+	}
+	n.mu.Unlock()
+	if closing != nil {
+		_ = closing.Close()
+		<-done
+	}
+}
+
+// read dispatches messages until its pub/sub is closed.
+func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	ctx := context.Background()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			// go-redis reconnects and resubscribes on the next Receive;
+			// a release missed meanwhile only costs latency. Avoid
+			// spinning on a dead server.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		var channel, payload string
+		confirmed := false
+		switch m := msg.(type) {
+		case *redis.Message:
+			channel, payload = m.Channel, m.Payload
+		case *redis.Subscription:
+			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+				continue // an unsubscribe confirmation is no release
+			}
+			channel, confirmed = m.Channel, true
+		default:
+			continue
+		}
+		n.mu.Lock()
+		sub := n.subs[channel]
+		n.mu.Unlock()
+		if sub == nil {
+			continue
+		}
+		if confirmed {
+			select {
+			case <-sub.ready:
+			default:
+				close(sub.ready)
+			}
+			continue
+		}
+		if !sub.room.wants(payload) {
+			continue // handed to a waiter of another process
+		}
+		select {
+		case sub.room.released <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package redislock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// A RetryStrategy says how long to wait between attempts to acquire a lock
+// that someone else holds. It holds no state across calls: every Acquire
+// starts again from attempt 1, so one strategy value can be shared by any
+// number of goroutines.
+//
+// Whatever the strategy says, a waiter never sleeps past the holder's
+// remaining TTL (reported by the failed attempt), nor past its context's
+// deadline, nor longer than MaxWaitWithoutDeadline in total when the
+// context has no deadline.
+type RetryStrategy interface {
+	// NextBackoff returns the wait before retry number attempt (1 for the
+	// first retry, after the first failed attempt), or false to give up.
+	// A negative wait counts as zero.
+	NextBackoff(attempt int) (time.Duration, bool)
+}
+
+type noRetry struct{}
+
+func (noRetry) NextBackoff(int) (time.Duration, bool) { return 0, false }
+
+// NoRetry makes one attempt and gives up: the default.
+func NoRetry() RetryStrategy { return noRetry{} }
+
+type linearBackoff struct{ interval time.Duration }
+
+func (s linearBackoff) NextBackoff(int) (time.Duration, bool) { return s.interval, true }
+
+func (s linearBackoff) validate() error {
+	if s.interval <= 0 {
+		return invalidf("LinearBackoff interval %v must be positive", s.interval)
+	}
+	return nil
+}
+
+// LinearBackoff retries every d (d > 0), until the context ends or the
+// waiting cap is reached. Combine with LimitRetry to bound the attempts.
+func LinearBackoff(d time.Duration) RetryStrategy { return linearBackoff{d} }
+
+type exponentialBackoff struct{ min, max time.Duration }
+
+func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
+	if s.validate() != nil {
+		// Only reachable when a caller's own strategy wraps an invalid
+		// one, which Acquire cannot see: give up rather than panic.
+		return 0, false
+	}
+	ceiling := s.max
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt < 63 {
+		if grown := s.min << (attempt - 1); grown > 0 && grown < ceiling {
+			ceiling = grown
+		}
+	}
+	// Full jitter between min and the exponential ceiling, so that waiters
+	// that failed together do not retry together.
+	return s.min + rand.N(ceiling-s.min+1), true
+}
+
+func (s exponentialBackoff) validate() error {
+	if s.min <= 0 || s.max < s.min {
+		return invalidf("ExponentialBackoff(%v, %v) needs 0 < min <= max", s.min, s.max)
+	}
+	return nil
+}
+
+// ExponentialBackoff retries after a random wait between min and a ceiling
+// that doubles with every attempt, from min up to max (full jitter). It
+// needs 0 < min <= max.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	return exponentialBackoff{min, max}
+}
+
+type limitRetry struct {
+	s        RetryStrategy
+	attempts int
+}
+
+func (s limitRetry) NextBackoff(attempt int) (time.Duration, bool) {
+	if attempt > s.attempts {
+		return 0, false
+	}
+	return s.s.NextBackoff(attempt)
+}
+
+func (s limitRetry) validate() error {
+	if s.s == nil {
+		return invalidf("LimitRetry of a nil strategy")
+	}
+	if s.attempts < 0 {
+		return invalidf("LimitRetry attempts %d must not be negative", s.attempts)
+	}
+	if v, ok := s.s.(interface{ validate() error }); ok {
+		return v.validate()
+	}
+	return nil
+}
+
+// LimitRetry allows at most attempts retries of s after the first attempt
+// (0: the first attempt only). The count starts afresh at every Acquire.
+func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
+	return limitRetry{s, attempts}
+}

@@ -1,0 +1,99 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RunWithLock acquires the lock called name, runs fn while holding it, and
+// releases it.
+//
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost, with the *LostError as its cause; FenceFromContext on it returns the
+// fencing token. The release always happens, also when fn panics (the panic
+// then continues) and when ctx was cancelled: it runs on a context detached
+// from ctx's cancellation, bounded by ReleaseTimeout.
+//
+// RunWithLock returns fn's error. If the lock was lost while fn ran (or
+// Release found it no longer ours), the error also matches ErrLockLost and
+// carries the *LostError. When fn did not run it returns Acquire's error:
+// ErrNotAcquired when someone else holds the lock, a wrapped Redis error when
+// Redis could not be reached (unless WithFailOpen is set, in which case fn
+// runs without a lock), ErrInvalidArgument for bad input, including a nil fn.
+// A failed release after fn is logged at Warn, not returned: fn did run,
+// and the lock expires after its TTL.
+func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for lock %q", name)
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return err
+	}
+	l, err := c.acquire(ctx, name, o)
+	if err != nil {
+		if o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
+			o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
+				"name", name, "error", err)
+			if o.observer != nil {
+				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
+			}
+			return fn(withFence(ctx, 0))
+		}
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// isUnreachable tells a Redis that could not be reached or could not serve
+// (fail open may run without it) from every other error: the lock being
+// held, bad input, and replies such as WRONGTYPE or NOPERM, which say Redis
+// answered and refused.
+func isUnreachable(err error) bool {
+	if errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalidArgument) {
+		return false
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		// Not TRYAGAIN: a cluster migrating the lock's slot is there and
+		// will answer again; running without the lock then is not what
+		// fail open is for.
+		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "BUSY"} {
+			if redis.HasErrorPrefix(err, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	runCtx, cancel := context.WithCancelCause(withFence(ctx, l.fence))
+	lockCtx := l.Context()
+	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
+	defer func() {
+		stopForwarding()
+		cancel(nil)
+		var lost *LostError
+		errors.As(context.Cause(lockCtx), &lost)
+
+		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		foundLost, releaseErr := l.release(releaseCtx)
+		cancelRelease()
+		switch {
+		case lost != nil:
+		case foundLost != nil:
+			lost = foundLost
+		case releaseErr != nil:
+			l.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
+				"name", l.name, "error", releaseErr)
+		}
+		if lost != nil {
+			err = errors.Join(lost, err)
+		}
+	}()
+	return fn(runCtx)
+}

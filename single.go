@@ -1,0 +1,317 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// singleStore keeps every lock on one Redis deployment.
+type singleStore struct {
+	rdb redis.UniversalClient
+	// scripted is set once a script of ours ran on this deployment: from
+	// then on a plain lock's first attempt may be a plain SET (see
+	// lockRef.setArgs). Until then it runs the script, so that a user
+	// without the right to run scripts is refused by Acquire, not left
+	// holding a lock it cannot extend or release. nil: never (a quorum's
+	// nodes).
+	scripted *atomic.Bool
+}
+
+// publishCommand is how the release script announces a release: SPUBLISH
+// on a cluster, where the channel lives on the lock's node.
+func (s singleStore) publishCommand() string {
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// run sends a prebuilt EVALSHA (args[0:2] = "evalsha", sha; keys from
+// args[3]) and, when the server lost its script cache, the same as EVAL.
+func (s singleStore) run(ctx context.Context, source string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = s.rdb.Process(ctx, cmd)
+	// (err != nil first: HasErrorPrefix allocates even for a nil error.)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		eval := make([]any, len(args))
+		copy(eval, args)
+		eval[0], eval[1] = "eval", source
+		cmd = redis.NewCmd(ctx, eval...)
+		cmd.SetFirstKeyPos(3)
+		_ = s.rdb.Process(ctx, cmd)
+	}
+	return cmd
+}
+
+func (s singleStore) queues() bool { return true }
+
+func (s singleStore) check(o *options) error {
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
+		return invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
+	}
+	return nil
+}
+
+func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
+	if o.replicas > 0 {
+		return s.acquireKey(ctx, o, ref.key, ref.token, ref.waiting)
+	}
+	first := !ref.attempted
+	ref.attempted = true
+	if first && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
+		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
+		cmd.SetFirstKeyPos(1)
+		_ = s.rdb.Process(ctx, cmd)
+		switch err := cmd.Err(); {
+		case err == nil:
+			if val, _ := cmd.Val().(string); val != "OK" {
+				return false, 0, 0, fmt.Errorf("unexpected reply %v to SET NX", cmd.Val())
+			}
+			return true, 0, 0, nil
+		case err != redis.Nil:
+			return false, 0, 0, err
+		}
+		// Not set: the script says why.
+	}
+	reply := s.run(ctx, acquireSource, ref.acquireCommand(true))
+	if ref.waiting && isTryAgain(reply.Err()) {
+		// A cluster slot in migration refuses scripts whose keys are
+		// not all there yet, and the queue's usually are not: wait
+		// without a place in the queue meanwhile.
+		reply = s.run(ctx, acquireSource, ref.acquireCommand(false))
+	}
+	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
+	if err == nil {
+		s.ranScript()
+	}
+	return acquired, fence, holder, err
+}
+
+// isTryAgain checks err != nil first: HasErrorPrefix allocates even for a
+// nil error, and this runs on every acquire and release.
+func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
+
+// acquireKey is acquire from strings, with WAIT when the options ask for
+// replica acknowledgements. A quorum's nodes use it.
+func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string, waiting bool) (bool, int64, time.Duration, error) {
+	keys := []string{key}
+	fenced, wait := "0", any("0")
+	if o.fencing {
+		keys, fenced = append(keys, fenceKeyFor(key)), "1"
+	}
+	if waiting {
+		expiries := withQueueKeys(key)
+		keys, wait = append(keys, expiries[:len(key)+2], expiries), queueHoldArg
+	}
+	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds(), fenced, wait)
+	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
+	if err != nil || !acquired {
+		return false, 0, holder, err
+	}
+	if ackErr != nil {
+		// Not safe to hold: a failover could lose it. Give it back.
+		_, _ = s.releaseKey(context.WithoutCancel(ctx), key, token)
+		return false, 0, 0, ackErr
+	}
+	return true, fence, 0, nil
+}
+
+// parseAcquire reads the acquire script's reply: a fence (>= 1, with
+// fencing), 0 (acquired without fencing), or -2 - the holder's PTTL.
+func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, holder time.Duration, err error) {
+	val, err := cmd.Result()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	n, ok := val.(int64)
+	switch {
+	case !ok || fencing && n == 0 || !fencing && n > 0:
+		// Not a number, or a fence that does not match the request.
+		return false, 0, 0, fmt.Errorf("unexpected reply %v from the acquire script", val)
+	case n < 0:
+		pttl := int64(-1) // the key has no expiry
+		if n < -1 {
+			pttl = -(n + 2) // no overflow: n + 2 > math.MinInt64
+		}
+		return false, 0, holderTTL(pttl), nil
+	}
+	return true, n, 0, nil
+}
+
+func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
+	cmd, ackErr := runScript(ctx, s.rdb, o, extendScript, []string{key}, token, ttl.Milliseconds())
+	reply, err := cmd.Int64()
+	if err == nil && reply == replyDone && ackErr != nil {
+		err = ackErr // extended on the primary only: not confirmed
+	}
+	return reply, err
+}
+
+func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
+	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
+	if isTryAgain(err) {
+		// A cluster slot in migration (see acquire): release without
+		// the queue's keys, so without handing on; waiters hear the
+		// release and try. Rare: built here, not kept in every lock.
+		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
+		reply, err = s.run(ctx, releaseSource, plain).Int64()
+	}
+	if err == nil {
+		s.ranScript()
+	}
+	return reply, err
+}
+
+// releaseAttempter is implemented by stores that can send a release and
+// the next waiter's attempt in one round trip.
+type releaseAttempter interface {
+	// releaseAndAttempt releases ref (reply and err as release) and then
+	// attempts next in the same round trip. The attempt is nil when it
+	// was not sent or not run; its reply may hold an error, and then the
+	// waiter makes its own.
+	releaseAndAttempt(ctx context.Context, ref, next *lockRef) (attempt *earlyAttempt, reply int64, err error)
+}
+
+func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) (*earlyAttempt, int64, error) {
+	rel := redis.NewCmd(ctx, ref.releaseArgs[:]...)
+	rel.SetFirstKeyPos(3)
+	acq := redis.NewCmd(ctx, next.acquireCommand(true)...)
+	acq.SetFirstKeyPos(3)
+	pipe := s.rdb.Pipeline()
+	_ = pipe.Process(ctx, rel)
+	_ = pipe.Process(ctx, acq)
+	sent := time.Now()
+	_, _ = pipe.Exec(ctx)
+	if err := rel.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isTryAgain(err)) {
+		// The script cache was flushed (both commands failed) or the
+		// slot is migrating: release the long way; the waiter makes
+		// its own attempt.
+		reply, err := s.release(ctx, ref)
+		return nil, reply, err
+	}
+	reply, err := rel.Int64()
+	if err == nil {
+		s.ranScript()
+	}
+	return &earlyAttempt{sent: sent, reply: acq}, reply, err
+}
+
+func (s singleStore) leaveQueue(ctx context.Context, ref *lockRef) {
+	args := make([]any, 0, len(ref.releaseArgs)+1)
+	args = append(append(args, ref.releaseArgs[:]...), "1")
+	_ = s.run(ctx, releaseSource, args)
+}
+
+func (s singleStore) ranScript() {
+	if s.scripted != nil && !s.scripted.Load() {
+		s.scripted.Store(true)
+	}
+}
+
+// releaseKey is release from strings; a quorum's nodes use it.
+func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, error) {
+	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
+}
+
+func (s singleStore) pttl(ctx context.Context, key, token string) (int64, error) {
+	return pttlScript.Run(ctx, s.rdb, []string{key}, token).Int64()
+}
+
+// runScript runs script and, with WithReplicaAck, WAIT in the same
+// pipeline, so that WAIT travels on the connection that wrote. The script's
+// reply is returned even when the replicas fell short; ackErr (matching
+// ErrReplicaAck) says so.
+func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
+	if o.replicas == 0 {
+		return script.Run(ctx, rdb, keys, args...), nil
+	}
+	var acked func() (int64, error)
+	exec := func(useSHA bool) {
+		pipe := rdb.Pipeline()
+		if useSHA {
+			reply = script.EvalSha(ctx, pipe, keys, args...)
+		} else {
+			reply = script.Eval(ctx, pipe, keys, args...)
+		}
+		// go-redis' own WAIT (which also stretches the read timeout) is on
+		// the concrete pipeline type only.
+		if waiter, ok := pipe.(interface {
+			Wait(context.Context, int, time.Duration) *redis.IntCmd
+		}); ok {
+			acked = waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
+		} else {
+			acked = pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
+		}
+		_, _ = pipe.Exec(ctx) // errors are read from each command
+	}
+	exec(true)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		exec(false)
+	}
+	if reply.Err() != nil {
+		return reply, nil
+	}
+	n, err := acked()
+	if err != nil {
+		return reply, fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	}
+	if n < int64(o.replicas) {
+		return reply, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
+	}
+	return reply, nil
+}
+
+// extendBatch extends many locks in one round trip: their EVALSHAs go in one
+// pipeline (on a cluster go-redis splits it by node), those that met
+// NOSCRIPT are sent again with EVAL. Locks with WithReplicaAck are extended
+// one by one, each with its WAIT.
+func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(reqs))
+	for i := range reqs {
+		if reqs[i].opts.replicas > 0 {
+			continue
+		}
+		cmds[i] = extendScript.EvalSha(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	var retry []int
+	for i, cmd := range cmds {
+		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+			cmds[i] = extendScript.Eval(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+		}
+	}
+	if len(retry) > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if cmds[i] == nil {
+			r.reply, r.err = s.extend(ctx, r.opts, r.key, r.token, r.ttl)
+			continue
+		}
+		r.reply, r.err = cmds[i].Int64()
+	}
+}
+
+// holderTTL converts a holder's PTTL reply: a lease about to end (0) is
+// reported as 1ms so that waiters retry then, and values that cannot be a
+// TTL (negative: no expiry; beyond any Duration) as unknown.
+func holderTTL(millis int64) time.Duration {
+	switch {
+	case millis == 0:
+		return time.Millisecond
+	case millis < 0 || millis > int64(math.MaxInt64/time.Millisecond):
+		return 0
+	}
+	return time.Duration(millis) * time.Millisecond
+}

@@ -1,0 +1,32 @@
+package redislock
+
+import "time"
+
+// lazyTimer is a runtime timer that is only ever moved earlier: arming it
+// for a time at or after the one it is set for does nothing, so the owner
+// of many deadlines touches the runtime timer only when the earliest one
+// moves earlier (a runtime timer added or moved earlier may wake an idle
+// thread, and on a small machine the core it runs on is often the Redis
+// server's). A firing that finds nothing due sets it for the next. Its
+// owner's mutex guards it.
+type lazyTimer struct {
+	fire  func()      // what the timer calls
+	timer *time.Timer // created by the first arm
+	armed time.Time   // when timer is set to fire; zero: not set
+}
+
+// arm makes the timer fire at at, unless it fires at or before at anyway.
+func (t *lazyTimer) arm(at time.Time) {
+	if !t.armed.IsZero() && !t.armed.After(at) {
+		return
+	}
+	t.armed = at
+	if t.timer == nil {
+		t.timer = time.AfterFunc(time.Until(at), t.fire)
+		return
+	}
+	t.timer.Reset(time.Until(at))
+}
+
+// fired records that the timer went off: the next arm sets it again.
+func (t *lazyTimer) fired() { t.armed = time.Time{} }
