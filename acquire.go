@@ -7,27 +7,43 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Acquire takes the lock called name, or fails.
 //
 // It sends one command per attempt (two when a plain SET NX finds the lock
 // held: the script then says by whom and for how long). When the lock is
-// held by someone else, it retries as the retry strategy says (default: not
-// at all), never sleeping past the holder's remaining TTL or ctx's
+// held by someone else, it waits as the retry strategy says (default: not
+// at all): the strategy is asked for one backoff per wait, k = 1, 2, 3…,
+// and LimitRetry(s, n) means n such waits, whatever else wakes the waiter
+// in between (a release announced, the holder's lease ending, the queue's
+// refresh). A waiter never sleeps past the holder's remaining TTL or ctx's
 // deadline; a ctx without deadline waits at most MaxWaitWithoutDeadline.
 // A waiter queues on the server: the holder's release hands the lock to the
 // first waiter in line, which claims it with its next attempt; while queued
-// it does not poll at its backoff (each backoff still counts as an attempt
-// for the strategy) but comes back every half second and when the holder's
-// lease would end. ctx bounds the waiting only: the held lock lives on
+// it does not poll at its backoff but comes back every half second and
+// when the holder's lease would end. Callers of one Client that wait for
+// the same lock queue in-process behind each other, each within its own
+// strategy and ctx. ctx bounds the waiting only: the held lock lives on
 // after ctx ends, until Release or loss.
 //
-// It returns ErrNotAcquired (wrapped with the name) when the lock stayed
-// held by someone else; an error matching both ErrNotAcquired and ctx.Err()
-// when ctx ended first; ErrInvalidArgument for bad input (nothing is sent);
-// otherwise the Redis error, wrapped, which does not match ErrNotAcquired.
-// A failed Acquire leaves nothing held and no goroutine running.
+// Errors, all of them one line:
+//   - ErrNotAcquired (wrapped with the name) when the lock was seen held by
+//     someone else and the strategy ran out; joined with ctx.Err() when ctx
+//     ended while waiting for it; also when a reply came back after the
+//     lease's safe deadline (the key is given back).
+//   - An error matching ctx.Err(), but not ErrNotAcquired, when ctx was done
+//     before any attempt had an answer.
+//   - ErrClosed after Client.Close, also to callers that were waiting.
+//   - ErrInvalidArgument for bad input (nothing is sent).
+//   - Otherwise the Redis error, wrapped, which does not match
+//     ErrNotAcquired.
+//
+// A failed Acquire leaves no lock held: an attempt whose outcome it could
+// not learn (a timeout, a dead connection) is given back in the background,
+// token-checked, until its lease would have run out.
 //
 // On success the caller must call Lock.Release; with the watchdog on
 // (the default) the lock is otherwise extended until the process exits.
@@ -54,28 +70,58 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	key := names[:keyLen]
+	if !c.calls.enter() {
+		return nil, fmt.Errorf("%w: acquire %q", ErrClosed, name)
+	}
+	defer c.calls.exit()
 	if err := ctx.Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("%w: %q: context already done", ErrNotAcquired, name), err)
+		return nil, fmt.Errorf("redislock: acquire %q: context already done: %w", name, err)
 	}
+	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, start: time.Now()}
+	a.init(names, keyLen)
+	defer a.close()
+	return a.run()
+}
 
-	start := time.Now()
-	var waitCap time.Time
-	if _, ok := ctx.Deadline(); !ok {
-		waitCap = start.Add(MaxWaitWithoutDeadline)
-	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+// acquisition is one Acquire call, from its first attempt to its verdict.
+type acquisition struct {
+	c      *Client
+	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
+	parent context.Context // the caller's: the lock's context gets its values
+	o      *options
+	name   string
+	l      *Lock // built up front: its commands are prepared once for every attempt
+	start  time.Time
 
-	// The Lock is built up front: its commands are prepared once for
-	// every attempt, and it is handed out when one succeeds.
-	l := &Lock{client: c, opts: o, name: name}
-	l.ref.init(names, keyLen, o, c.publish)
-	_, waits := o.retry.NextBackoff(1)
+	waits    bool // the strategy allows at least one wait
+	queued   bool // waits in the server's queue, under one token for all attempts
+	patience patience
+	// room: this Client's waiters for the lock, whose turn we hold;
+	// keepRoom: handed to the lock, which passes the turn on when its
+	// hold ends; early: the first attempt, made for us by the releaser
+	// that handed us the turn.
+	room     *waitRoom
+	keepRoom bool
+	early    *earlyAttempt
+	listened bool // the room hears release announcements
+	inQueue  bool // we may have a place in the server's queue
+
+	attempts   int
+	sent       time.Time // when the last attempt was sent
+	held       bool      // an attempt found the lock held by someone else
+	holderEnds time.Time // when the holder's lease ends, if known
+	refusal    error     // a store's explanation of the last refusal
+	fence      int64
+	timer      *time.Timer
+	cancelCap  context.CancelFunc
+}
+
+// init builds the Lock and decides how to wait.
+func (a *acquisition) init(names string, keyLen int) {
+	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
+	a.l.ref.init(names, keyLen, a.o, a.c.publish)
+	a.patience.strategy = a.o.retry
+	a.waits = a.patience.mayWait()
 	// A waiter on a single deployment queues on the server, under one
 	// token for all its attempts: a release hands the lock to the first
 	// waiter in line, which claims it with its next attempt (see
@@ -83,222 +129,319 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	// each attempt has a token of its own: a late answer to an earlier
 	// attempt (a quorum node that missed its timeout) then cannot be
 	// mistaken for this one, nor its clean-up delete this one's key.
-	queued := waits && c.store.queues()
-	l.ref.waiting = queued
-	if queued {
-		l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+	a.queued = a.waits && a.c.store.queues()
+	a.l.ref.waiting = a.queued
+	if a.queued {
+		a.l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
 	}
+	if _, ok := a.ctx.Deadline(); a.waits && !ok {
+		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
+	}
+}
 
-	// A caller that will wait queues behind the other waiters of this
-	// Client for the same lock (see waitRooms) and keeps its place until
-	// it gives up, or until the lock it got is released or lost. A
-	// releaser of this Client that hands it the turn may send its first
-	// attempt in the same round trip as the release (see Lock.release):
-	// not with WithReplicaAck, whose WAIT must follow the attempt.
-	var room *waitRoom
-	var early *earlyAttempt
-	if waits {
-		var err error
-		var earlyRef *lockRef
-		if queued && o.replicas == 0 {
-			earlyRef = &l.ref
-		}
-		if room, early, err = c.rooms().enter(ctx, key, waitCap, earlyRef); err != nil {
-			if room != nil {
-				// The turn came as we gave up, maybe with an attempt
-				// made for us: undo it (our place in the queue, or the
-				// lock itself), then pass the turn on. Also when the
-				// attempt failed: it may have run all the same (a reply
-				// lost with the connection).
-				if early != nil {
-					c.leaveQueue(ctx, &l.ref)
-				}
-				c.rooms().leave(room)
-			}
-			err = c.gaveUp(name, 0, err)
-			c.observeAcquire(o, name, start, 0, 0, err)
-			return nil, err
+func (a *acquisition) run() (*Lock, error) {
+	if a.waits {
+		if err := a.enterRoom(); err != nil {
+			return a.fail(err)
 		}
 	}
-	keepRoom := false
-	defer func() {
-		if room != nil && !keepRoom {
-			c.rooms().leave(room)
+	for {
+		acquired, err := a.attempt()
+		switch {
+		case err != nil:
+			return a.fail(err)
+		case acquired:
+			return a.succeed()
+		case !a.waits:
+			return a.fail(a.heldError())
 		}
-	}()
-	if queued && early == nil {
+		if err := a.sleep(); err != nil {
+			return a.fail(err)
+		}
+	}
+}
+
+// enterRoom takes the turn among this Client's waiters for the lock,
+// waiting in line (within ctx and the strategy) behind the others. A
+// releaser of this Client that hands us the turn may send our first
+// attempt in the same round trip as its release (see Lock.sendRelease):
+// not with WithReplicaAck, whose WAIT must follow the attempt.
+func (a *acquisition) enterRoom() error {
+	var earlyRef *lockRef
+	if a.queued && a.o.replicas == 0 {
+		earlyRef = &a.l.ref
+	}
+	var err error
+	a.room, a.early, err = a.c.rooms().enter(a.ctx, a.l.ref.key, earlyRef, &a.patience, a.c.closing)
+	if err != nil {
+		if a.early != nil {
+			// The turn came as we gave up, with an attempt made for
+			// us: give it back (our place in the queue, or the lock).
+			a.c.janitor().add(&a.l.ref, a.early.sent.Add(a.o.ttl), true)
+			a.early = nil
+		}
+		// Behind another caller of this Client: the lock counts as seen
+		// held when that caller saw it held or holds it.
+		a.held = a.room != nil && a.room.seenHeld.Load() || errors.Is(err, errSeenHeld)
+		if errors.Is(err, errPatience) {
+			a.held = true
+			return a.heldError()
+		}
+		return a.stopped(err)
+	}
+	if a.queued && a.early == nil {
 		// Announcements of a hand-over to us wake the room from now on,
 		// before our first attempt can queue us. (A releaser that made
 		// our first attempt set it before sending.)
-		room.expect(handoffTicket(l.ref.token))
+		a.room.expect(handoffTicket(a.l.ref.token))
 	}
+	a.held = a.room.seenHeld.Load() // the caller ahead of us saw it held
 	// A room that kept its subscription from earlier waiters already
 	// hears every release: no need to try again once subscribed.
-	listened := room != nil && c.rooms().hearing(room)
-	inQueue := false // we may have a place in the server's queue
-	defer func() {
-		if inQueue {
-			c.leaveQueue(ctx, &l.ref)
-		}
-	}()
-	giveUp := func(attempt int, err error) (*Lock, error) {
-		c.observeAcquire(o, name, start, attempt, 0, err)
-		return nil, err
+	a.listened = a.c.rooms().hearing(a.room)
+	return nil
+}
+
+// attempt makes one attempt (or reads the one made for us) and records
+// its verdict.
+func (a *acquisition) attempt() (acquired bool, err error) {
+	if err := a.ctx.Err(); err != nil {
+		return false, a.stopped(err) // no attempt that could only fail
 	}
+	a.attempts++
+	if !a.queued {
+		a.l.ref.token = rand.Text()
+	}
+	var holderTTL time.Duration
+	if early := a.early; early != nil && early.reply.Err() == nil {
+		a.sent = early.sent
+		acquired, a.fence, holderTTL, err = parseAcquire(early.reply, a.o.fencing)
+	} else {
+		// A first attempt that did not wait in line did nothing but build
+		// the Lock since start: its lease may be counted from then (a
+		// little early: the safe side).
+		a.sent = a.start
+		if a.attempts > 1 || a.room != nil {
+			a.sent = time.Now()
+		}
+		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, &a.l.ref)
+	}
+	a.early = nil
+	// A store may explain a refusal (a quorum's counts): that is still
+	// "held by someone else", and the explanation goes with the error.
+	a.refusal = nil
+	if errors.Is(err, ErrNotAcquired) {
+		a.refusal, err = err, nil
+	}
+	switch {
+	case err != nil:
+		return false, a.failed(err)
+	case acquired:
+		a.inQueue = false // the script took us out of the queue
+		a.markHeld()
+		return true, nil
+	}
+	a.held, a.inQueue = true, a.queued
+	a.markHeld()
+	a.holderEnds = time.Time{}
+	if holderTTL > 0 {
+		a.holderEnds = time.Now().Add(holderTTL)
+	}
+	return false, nil
+}
 
-	for attempt := 1; ; attempt++ {
-		if !queued {
-			l.ref.token = rand.Text()
-		}
-		var (
-			sent      time.Time
-			acquired  bool
-			fence     int64
-			holderTTL time.Duration
-			err       error
-		)
-		if early != nil && early.reply.Err() == nil {
-			// The releaser that handed us the turn made our first
-			// attempt. (If it failed, we make our own.)
-			sent = early.sent
-			acquired, fence, holderTTL, err = parseAcquire(early.reply, l.opts.fencing)
-		} else {
-			// A first attempt that did not wait in line did nothing
-			// but build the Lock since start: its lease may be
-			// counted from then (a little early: the safe side).
-			sent = start
-			if attempt > 1 || room != nil {
-				sent = time.Now()
-			}
-			acquired, fence, holderTTL, err = c.store.acquire(ctx, l.opts, &l.ref)
-		}
-		early = nil
-		// A store may explain a refusal (a quorum's counts): that is
-		// still "held by someone else", and the explanation goes with
-		// the error if we give up.
-		var refusal error
-		if errors.Is(err, ErrNotAcquired) {
-			refusal, err = err, nil
-		}
-		if err != nil {
-			err = fmt.Errorf("redislock: acquire %q: %w", name, err)
-			if ctx.Err() == nil {
-				// Redis failed: our place in the queue, if any, lapses
-				// by itself, with no further call to a Redis that just
-				// failed.
-				inQueue = false
-			}
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				// The context ended during the attempt: that is giving up
-				// waiting, whatever go-redis made of it.
-				err = errors.Join(fmt.Errorf("%w: %q: the context ended during attempt %d", ErrNotAcquired, name, attempt), ctxErr, err)
-			}
-			return giveUp(attempt, err)
-		}
-		if acquired {
-			inQueue = false // the script took us out of the queue
-			keepRoom = true
-			l.start(ctx, fence, sent, room)
-			c.observeAcquire(o, name, start, attempt, l.fence, nil)
-			if logger := o.log(); logger.Enabled(ctx, slog.LevelDebug) { // no boxing when off
-				logger.Debug("redislock: acquired", "name", name, "fence", l.fence,
-					"attempts", attempt, "wait", time.Since(start), "token", l.ref.token)
-			}
-			return l, nil
-		}
-		if queued {
-			inQueue = true
-		}
+// markHeld tells this Client's callers in line that the lock is held.
+func (a *acquisition) markHeld() {
+	if a.room != nil && !a.room.seenHeld.Load() {
+		a.room.seenHeld.Store(true)
+	}
+}
 
-		delay, again := o.retry.NextBackoff(attempt)
-		if !again || room == nil { // room nil: the strategy said "no retry" up front
-			return giveUp(attempt, errors.Join(fmt.Errorf("%w: %q is held by another holder (for %v more)", ErrNotAcquired, name, holderTTL), refusal))
+// failed turns an attempt's error into Acquire's. An attempt without an
+// answer from Redis (a timeout, a dead connection, ctx ending while it
+// was on its way) may still reach Redis and take the key under our token:
+// the janitor gives it back. (A quorum gives back its late answers itself.)
+func (a *acquisition) failed(err error) error {
+	var reply redis.Error
+	if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
+		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
+	}
+	// Our place in the queue, if any, is the janitor's to give back, or
+	// lapses by itself: no further call to a Redis that just failed.
+	a.inQueue = false
+	err = fmt.Errorf("redislock: acquire %q: %w", a.name, err)
+	if a.ctx.Err() != nil {
+		return join(a.stopped(a.ctx.Err()), err)
+	}
+	return err
+}
+
+// succeed hands out the Lock, unless the reply came after the lease's
+// safe deadline: then the key is given back and the caller told.
+func (a *acquisition) succeed() (*Lock, error) {
+	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
+		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl), false)
+		return a.fail(fmt.Errorf("%w: %q: the lease ran out before the reply arrived (%v after sending, TTL %v)",
+			ErrNotAcquired, a.name, time.Since(a.sent).Round(time.Microsecond), ttl))
+	}
+	if a.c.closed.Load() {
+		// Close began while we were on our way and did not wait for us
+		// (its ctx ended): give the lock back.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
+		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
+		cancel()
+		return a.fail(fmt.Errorf("%w: acquire %q", ErrClosed, a.name))
+	}
+	a.keepRoom = true
+	a.l.start(a.parent, a.fence, a.sent, a.room)
+	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
+		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
+			"attempts", a.attempts, "wait", time.Since(a.start), "token", a.l.ref.token)
+	}
+	return a.l, nil
+}
+
+func (a *acquisition) fail(err error) (*Lock, error) {
+	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
+	return nil, err
+}
+
+// close undoes what a failed acquisition leaves: our place in the
+// server's queue (given back in the background, so that the caller
+// returns at once), the turn among this Client's waiters, the timers.
+func (a *acquisition) close() {
+	if a.inQueue {
+		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
+	}
+	if a.room != nil && !a.keepRoom {
+		a.c.rooms().leave(a.room)
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancelCap != nil {
+		a.cancelCap()
+	}
+}
+
+// sleep waits until the next attempt is due, after one that found the lock
+// held: when the current wait of the strategy ends, when the holder's lease
+// would end, every queueRefresh while queued (which keeps our place and
+// catches an announcement that was lost), or at once when a release is
+// announced. It returns the verdict when the strategy allows no more waits.
+func (a *acquisition) sleep() error {
+	if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
+		return a.heldError()
+	}
+	if !a.listened {
+		// Hear the holder's release from now on. Until the subscription
+		// is confirmed a release could pass unheard, so try again at once
+		// after confirming (a re-check, not a wait).
+		a.listened = true
+		wake, _ := a.nextWake()
+		a.c.rooms().listen(a.ctx, a.room, time.Until(wake))
+		if err := a.ctx.Err(); err != nil {
+			return a.stopped(err)
 		}
-		delay = max(delay, 0)
-		// When to ask Redis again, unless a release is announced first:
-		// at the backoff, or when the holder's lease would end if that is
-		// sooner. A waiter queued on the server does not poll at its
-		// backoff (the release hands it the lock and says so): it comes
-		// back every queueRefresh, which keeps its place and catches an
-		// announcement that was lost, and its backoff only paces its
-		// patience, each one counting as an attempt for the strategy.
-		askIn := delay
-		if queued {
-			askIn = queueRefresh
+		return nil
+	}
+	for {
+		wake, waitEnds := a.nextWake()
+		rang, err := a.pause(wake)
+		if err != nil || !rang || !waitEnds || !a.queued {
+			return err
 		}
-		if holderTTL > 0 && holderTTL < askIn {
-			// The holder's lease ends sooner: try then.
-			askIn = holderTTL
-		}
-		if !listened {
-			// Hear the holder's release from now on. Until the
-			// subscription is confirmed a release could pass unheard,
-			// so try again at once after confirming.
-			if !waitCap.IsZero() && time.Now().Add(min(delay, askIn)).After(waitCap) {
-				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal))
-			}
-			listened = true
-			c.rooms().listen(ctx, room, askIn)
-			if err := ctx.Err(); err != nil {
-				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, err), refusal))
-			}
-			continue
-		}
-		askAt := time.Now().Add(askIn)
-	wait:
-		for {
-			d := time.Until(askAt)
-			if queued {
-				d = min(max(delay, time.Millisecond), d)
-			}
-			if !waitCap.IsZero() && time.Now().Add(d).After(waitCap) {
-				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, errWaitCap), refusal))
-			}
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			select {
-			case <-room.released:
-				break wait
-			case <-ctx.Done():
-				return giveUp(attempt, errors.Join(c.gaveUp(name, attempt, ctx.Err()), refusal))
-			case <-timer.C:
-				if !time.Now().Before(askAt) {
-					break wait
-				}
-				// A backoff while queued: an attempt for the strategy,
-				// without a command.
-				attempt++
-				if delay, again = o.retry.NextBackoff(attempt); !again {
-					return giveUp(attempt, errors.Join(fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, name), refusal))
-				}
-				delay = max(delay, 0)
-			}
+		// A queued waiter does not ask at the end of a wait (a release
+		// hands it the lock and says so): the next wait begins, or, when
+		// the strategy allows none, one last attempt before the verdict.
+		if !a.patience.begin(time.Now()) {
+			return nil
 		}
 	}
 }
 
-// leaveQueue takes a waiter that gives up out of the lock's queue on the
-// server. The release script does it (told that it is a waiter leaving),
-// and if a release handed the lock to us meanwhile, it hands it on (or
-// frees it) as well. Best effort, on a
-// context detached from the caller's (which has often just ended) and
-// bounded by handoffClaim: a place that stays lapses after queueHold, and a
-// lock handed to us after handoffClaim.
-func (c *Client) leaveQueue(ctx context.Context, ref *lockRef) {
-	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoffClaim)
-	defer cancel()
-	c.store.leaveQueue(leaveCtx, ref)
+// nextWake returns when to ask Redis again, and whether that is the end of
+// the strategy's current wait.
+func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
+	wake, waitEnds = a.patience.end, true
+	if a.queued {
+		if refresh := a.sent.Add(queueRefresh); refresh.Before(wake) {
+			wake, waitEnds = refresh, false
+		}
+	}
+	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
+		wake, waitEnds = a.holderEnds, false
+	}
+	return wake, waitEnds
 }
 
-// gaveUp is the error of a wait that ended by the context (matching both
-// ErrNotAcquired and ctx.Err()) or by the cap for a context without
-// deadline.
-func (c *Client) gaveUp(name string, attempts int, why error) error {
-	if why == errWaitCap {
-		return fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, name, MaxWaitWithoutDeadline)
+// pause waits until wake (rang), a release is announced, ctx ends or the
+// Client closes.
+func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
+	d := time.Until(wake)
+	if d <= 0 {
+		return true, nil
 	}
-	return errors.Join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, name, attempts), why)
+	if a.timer == nil {
+		a.timer = time.NewTimer(d)
+	} else {
+		a.timer.Reset(d)
+	}
+	select {
+	case <-a.timer.C:
+		return true, nil
+	case <-a.room.released:
+		return false, nil
+	case <-a.ctx.Done():
+		return false, a.stopped(a.ctx.Err())
+	case <-a.c.closing:
+		return false, a.stopped(errClosing)
+	}
+}
+
+// heldError is the verdict "held by someone else".
+func (a *acquisition) heldError() error {
+	var more string
+	if left := time.Until(a.holderEnds); left > 0 {
+		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
+	}
+	return join(fmt.Errorf("%w: %q is held by another holder%s, after %d attempts and %d waits",
+		ErrNotAcquired, a.name, more, a.attempts, a.patience.waits), a.refusal)
+}
+
+// stopped is the error of a wait that ended without a verdict of its own:
+// ctx ended, the cap for a ctx without deadline passed, or the Client was
+// closed. It matches ErrNotAcquired only when an attempt saw the lock
+// held.
+func (a *acquisition) stopped(why error) error {
+	switch {
+	case errors.Is(why, errClosing):
+		return fmt.Errorf("%w: acquire %q: gave up waiting", ErrClosed, a.name)
+	case context.Cause(a.ctx) == errWaitCap:
+		if a.held {
+			return join(fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.name, MaxWaitWithoutDeadline), a.refusal)
+		}
+		return fmt.Errorf("redislock: acquire %q: no answer after waiting %v, the cap for a context without deadline", a.name, MaxWaitWithoutDeadline)
+	case a.held:
+		return join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, a.name, a.attempts), why, a.refusal)
+	}
+	return fmt.Errorf("redislock: acquire %q: the context ended before any attempt had an answer: %w", a.name, why)
+}
+
+// errWaitCap is the cause of a waiting ctx without deadline that reached
+// MaxWaitWithoutDeadline; errClosing tells a wait that Close ended.
+var (
+	errWaitCap = errors.New("waited MaxWaitWithoutDeadline")
+	errClosing = errors.New("client closing")
+)
+
+func (c *Client) observeAcquire(o *options, name string, start time.Time, attempts int, fence int64, err error) {
+	if o.observer == nil {
+		return
+	}
+	o.observer.ObserveAcquire(AcquireEvent{
+		Name: name, Acquired: err == nil, Wait: time.Since(start),
+		Attempts: attempts, Fence: fence, Err: err,
+	})
 }

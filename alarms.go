@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 )
@@ -15,14 +14,22 @@ import (
 // on a goroutine of its own, so a slow one (a user's logger or Observer)
 // delays no other.
 type alarms struct {
+	bg    *background
 	mu    sync.Mutex
-	queue alarmHeap
+	queue timeHeap[*alarm]
 	timer lazyTimer // fires as.fire
 }
 
-func newAlarms() *alarms {
-	as := &alarms{}
-	as.timer.fire = as.fire
+func newAlarms(bg *background) *alarms {
+	as := &alarms{bg: bg}
+	as.queue.when = func(a *alarm) time.Time { return a.at }
+	as.queue.slot = func(a *alarm) *int { return &a.index }
+	as.timer.fire = func() {
+		if bg.enter() {
+			defer bg.exit()
+			as.fire()
+		}
+	}
 	return as
 }
 
@@ -33,51 +40,25 @@ type alarm struct {
 	index int // in the heap; -1 when not in it
 }
 
-type alarmHeap []*alarm
-
-func (h alarmHeap) Len() int { return len(h) }
-
-func (h alarmHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-
-func (h alarmHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *alarmHeap) Push(x any) {
-	a := x.(*alarm)
-	a.index = len(*h)
-	*h = append(*h, a)
-}
-
-func (h *alarmHeap) Pop() any {
-	old := *h
-	a := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	a.index = -1
-	return a
-}
-
 // set makes a ring at at (again, if it was set or has rung).
 func (as *alarms) set(a *alarm, at time.Time) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a.at = at
-	if a.index >= 0 {
-		heap.Fix(&as.queue, a.index)
-	} else {
-		heap.Push(&as.queue, a)
-	}
-	as.timer.arm(as.queue[0].at)
+	as.queue.set(a)
+	first, _ := as.queue.first()
+	as.timer.arm(first.at)
 }
 
 // cancel makes sure a does not ring (unless it is ringing already).
 func (as *alarms) cancel(a *alarm) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	if a.index >= 0 {
-		heap.Remove(&as.queue, a.index)
+	as.queue.remove(a)
+	if as.queue.Len() == 0 {
+		// No lock held: a set timer would keep the Client alive until
+		// it fires (see lazyTimer.stop).
+		as.timer.stop()
 	}
 }
 
@@ -87,15 +68,43 @@ func (as *alarms) fire() {
 	as.mu.Lock()
 	now := time.Now()
 	var due []*alarm
-	for len(as.queue) > 0 && !as.queue[0].at.After(now) {
-		due = append(due, heap.Pop(&as.queue).(*alarm))
+	for {
+		a, ok := as.queue.popDue(now)
+		if !ok {
+			break
+		}
+		due = append(due, a)
 	}
 	as.timer.fired()
-	if len(as.queue) > 0 {
-		as.timer.arm(as.queue[0].at)
+	if first, ok := as.queue.first(); ok {
+		as.timer.arm(first.at)
 	}
 	as.mu.Unlock()
 	for _, a := range due {
-		go a.lock.onSafeDeadline()
+		if as.bg.enter() {
+			go func() {
+				defer as.bg.exit()
+				a.lock.onSafeDeadline()
+			}()
+		}
 	}
+}
+
+// held returns the locks whose alarms are set: every lock of the Client
+// whose hold has not ended.
+func (as *alarms) held() []*Lock {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	locks := make([]*Lock, len(as.queue.items))
+	for i, a := range as.queue.items {
+		locks[i] = a.lock
+	}
+	return locks
+}
+
+// close stops the timer for good (Client.Close).
+func (as *alarms) close() {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	as.timer.close()
 }

@@ -3,33 +3,58 @@ package redislock
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Client takes locks on one Redis deployment (New) or on a majority of
 // independent servers (NewQuorum). It is safe for concurrent use; create one
-// per Redis client and share it. It needs no closing: its watchdog runs a
-// goroutine only while a batch of extensions is under way, and its pub/sub
-// reader only while one of its goroutines waits for a lock (and 100 ms
-// after); both stop by themselves.
+// per Redis client and share it.
+//
+// A Client needs no closing to be freed: its watchdog runs a goroutine only
+// while a batch of extensions is under way, its pub/sub reader only while
+// one of its goroutines waits for a lock (and 100 ms after), and with
+// nothing held and nobody waiting it holds no timer. Close it on shutdown
+// all the same (see Close): its locks are then released at once, so that
+// another instance takes over without waiting for their TTL.
 type Client struct {
 	store store
-	opts  options
+	opts  options // the defaults; never written after the constructor
 	// notify is the client that hears release announcements; nil: none.
 	notify redis.UniversalClient
 	// publish is the command the release script announces with, boxed
 	// once for the prepared commands (see lockRef).
 	publish any
 	// defaultsErr is what resolve reports for a call without options of
-	// its own; set by setup.
+	// its own.
 	defaultsErr error
+
+	// closing is closed by Close: waiting callers give up with ErrClosed.
+	closing chan struct{}
+	closed  atomic.Bool // Close was called
+	// calls counts the Acquire and RunWithLock calls under way; Close
+	// waits for them (see background).
+	calls background
+	// bg counts the timer callbacks and goroutines of the Client's
+	// watchdog, alarms and janitor.
+	bg background
 
 	init      sync.Once
 	scheduler *scheduler
 	deadlines *alarms
 	waiting   *waitRooms
+	cleaner   *janitor
+}
+
+// newClient is the one constructor behind New and NewQuorum: everything a
+// call reads is set here, before the Client is shared.
+func newClient(st store, notify redis.UniversalClient, publish any, o options) *Client {
+	o.ttlArg = o.ttl.Milliseconds()
+	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: make(chan struct{})}
+	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
+		c.defaultsErr = st.check(&c.opts)
+	}
+	return c
 }
 
 // watchdog returns the Client's scheduler of extensions.
@@ -50,19 +75,19 @@ func (c *Client) rooms() *waitRooms {
 	return c.waiting
 }
 
-// setup creates the watchdog and waiting rooms on first use, whatever
-// constructor made the Client, and checks its default options once, for
-// the calls that bring none of their own.
+// janitor returns the Client's background releaser of abandoned tokens.
+func (c *Client) janitor() *janitor {
+	c.init.Do(c.setup)
+	return c.cleaner
+}
+
+// setup creates the watchdog, alarms, janitor and waiting rooms on first
+// use. It writes nothing a call reads without them.
 func (c *Client) setup() {
-	c.scheduler = newScheduler(c.store)
-	c.deadlines = newAlarms()
+	c.scheduler = newScheduler(c.store, &c.bg)
+	c.deadlines = newAlarms(&c.bg)
+	c.cleaner = newJanitor(c.store, &c.bg)
 	c.waiting = newWaitRooms(c.notify)
-	if c.opts.ttlArg == nil {
-		c.opts.ttlArg = c.opts.ttl.Milliseconds()
-	}
-	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
-		c.defaultsErr = c.store.check(&c.opts)
-	}
 }
 
 // New returns a Client on rdb; opts set the defaults of every call. New does
@@ -70,21 +95,51 @@ func (c *Client) setup() {
 // invalid option) are reported, with ErrInvalidArgument, by every call made
 // on the returned Client.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	store := singleStore{rdb: rdb, scripted: new(atomic.Bool)}
-	c := &Client{store: store, opts: defaultOptions(), publish: "PUBLISH"}
-	if !isNilClient(rdb) {
-		c.notify = rdb
-		c.publish = store.publishCommand()
-	}
+	o := defaultOptions()
 	if isNilClient(rdb) {
-		c.opts.invalid(invalidf("nil redis client"))
+		o.invalid(invalidf("nil redis client"))
+		applyOptions(&o, opts)
+		return newClient(singleStore{}, nil, "PUBLISH", o)
 	}
-	applyOptions(&c.opts, opts)
-	if err := c.opts.validate(); err != nil {
-		c.opts.invalid(err)
+	applyOptions(&o, opts)
+	store := singleStore{rdb: rdb, scripted: new(atomic.Bool)}
+	return newClient(store, rdb, store.publishCommand(), o)
+}
+
+// background counts work that Close must wait for: Acquire calls, or the
+// timer callbacks and goroutines of a Client. Once closed, nothing new
+// starts.
+type background struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// enter registers one piece of work, or returns false after close.
+func (b *background) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
 	}
-	c.opts.ttlArg = c.opts.ttl.Milliseconds()
-	return c
+	b.wg.Add(1)
+	return true
+}
+
+func (b *background) exit() { b.wg.Done() }
+
+// close lets nothing new start and returns a channel closed once what
+// was under way is done.
+func (b *background) close() <-chan struct{} {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(done)
+	}()
+	return done
 }
 
 func isNilClient(rdb redis.UniversalClient) bool {
@@ -114,11 +169,10 @@ func applyOptions(o *options, opts []Option) {
 // resolve returns the client's defaults overridden by one call's options.
 //
 // Without options of its own a call shares the Client's defaults, which
-// nothing writes after setup: the locks it takes point at them.
+// nothing writes after the constructor: the locks it take point at them.
 func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
 		// The common call: the defaults, checked once.
-		c.init.Do(c.setup)
 		return &c.opts, c.defaultsErr
 	}
 	o := new(options)
@@ -127,18 +181,8 @@ func (c *Client) resolve(opts []Option) (*options, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}
-	if o.ttl != c.opts.ttl || o.ttlArg == nil {
+	if o.ttl != c.opts.ttl {
 		o.ttlArg = o.ttl.Milliseconds()
 	}
 	return o, c.store.check(o)
-}
-
-func (c *Client) observeAcquire(o *options, name string, start time.Time, attempts int, fence int64, err error) {
-	if o.observer == nil {
-		return
-	}
-	o.observer.ObserveAcquire(AcquireEvent{
-		Name: name, Acquired: err == nil, Wait: time.Since(start),
-		Attempts: attempts, Fence: fence, Err: err,
-	})
 }

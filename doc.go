@@ -20,7 +20,17 @@
 // take a fencing token with the lock ([WithFencing]) and have the protected
 // resource reject stale ones; see [FenceFromContext].
 //
-// A [Client] is safe for concurrent use and should be shared. A [Lock] is
+// A hold ends in one of four ways, each exactly once: [Lock.Release] (which
+// ends it locally first, so a lock is never left being extended, even when
+// the release cannot reach Redis or its ctx is already done), a loss (the
+// key gone or taken, or the safe deadline passed without a confirmed
+// extension), the maximum hold ([WithMaxHold]), or [Client.Close]. Right
+// before an irreversible write, [Lock.Valid] reads the safe deadline from
+// the clock at the call; [LockFromContext] finds the Lock behind a
+// RunWithLock function's context.
+//
+// A [Client] is safe for concurrent use and should be shared; Close it on
+// shutdown so that its locks pass to other instances at once. A [Lock] is
 // safe for concurrent use, is not tied to the goroutine that acquired it,
 // and must not be copied.
 package redislock

@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -32,8 +33,13 @@ var (
 	// watchdog retries it until the safe deadline).
 	ErrReplicaAck = errors.New("redislock: not acknowledged by enough replicas")
 
+	// ErrClosed is returned by Acquire and RunWithLock on a Client after
+	// Close, also to callers that were waiting when Close began, and is the
+	// cause of the contexts of the locks that Close released.
+	ErrClosed = errors.New("redislock: client closed")
+
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
-	// name, a TTL below 1ms, a nil client, and so on. Such calls never touch
+	// name, a TTL below 10ms, a nil client, and so on. Such calls never touch
 	// the network.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 )
@@ -89,7 +95,7 @@ type LostError struct {
 func (e *LostError) Error() string {
 	msg := fmt.Sprintf("redislock: lock %q lost after %v: %s", e.Name, e.HeldFor.Round(time.Millisecond), e.Reason)
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		msg += ": " + oneLine(e.Err.Error())
 	}
 	return msg
 }
@@ -100,6 +106,53 @@ func (e *LostError) Is(target error) bool { return target == ErrLockLost }
 // Unwrap returns the last Redis error seen, if any.
 func (e *LostError) Unwrap() error { return e.Err }
 
+// errNilLock is what the methods of a nil *Lock (what a failed Acquire
+// returns) report.
+var errNilLock = fmt.Errorf("%w: nil *Lock (a failed Acquire returns no lock)", ErrNotHeld)
+
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// join is errors.Join on one line: it matches every non-nil err (errors.Is
+// and errors.As see them all) and its message is theirs separated by "; ",
+// so that a log record stays one line. nil when all are nil.
+func join(errs ...error) error {
+	var e joinError
+	for _, err := range errs {
+		if err != nil {
+			e.errs = append(e.errs, err)
+		}
+	}
+	switch len(e.errs) {
+	case 0:
+		return nil
+	case 1:
+		return e.errs[0]
+	}
+	return &e
+}
+
+type joinError struct{ errs []error }
+
+func (e *joinError) Error() string {
+	var b strings.Builder
+	for i, err := range e.errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(oneLine(err.Error()))
+	}
+	return b.String()
+}
+
+func (e *joinError) Unwrap() []error { return e.errs }
+
+// oneLine replaces the line breaks of msg (a user's error, errors.Join's
+// output) by "; ".
+func oneLine(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }

@@ -159,3 +159,60 @@ func ExampleLock_Context() {
 	// stop working: expired
 	// true
 }
+
+// On SIGTERM, Close the Client: its locks are released at once, so the
+// next pod takes over now instead of after the TTL, and work still running
+// under a lock sees its context cancelled with ErrClosed.
+func ExampleClient_Close() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	podA := redislock.New(rdb, quiet)
+	podB := redislock.New(rdb, quiet)
+
+	lock, _ := podA.Acquire(ctx, "leader")
+	_, err := podB.Acquire(ctx, "leader")
+	fmt.Println("pod B before:", errors.Is(err, redislock.ErrNotAcquired))
+
+	// SIGTERM on pod A.
+	shutdown, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fmt.Println("pod A close:", podA.Close(shutdown))
+	fmt.Println("pod A's work told:", errors.Is(context.Cause(lock.Context()), redislock.ErrClosed))
+	_, err = podA.Acquire(ctx, "leader")
+	fmt.Println("pod A after:", errors.Is(err, redislock.ErrClosed))
+
+	next, err := podB.Acquire(ctx, "leader")
+	fmt.Println("pod B after:", err)
+	_ = next.Release(ctx)
+	// Output:
+	// pod B before: true
+	// pod A close: <nil>
+	// pod A's work told: true
+	// pod A after: true
+	// pod B after: <nil>
+}
+
+// Check Valid right before a write that cannot be undone: unlike
+// Context().Err(), it reads the clock at the call, so a process that was
+// paused past its lease knows it the instant it resumes.
+func ExampleLock_Valid() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	err := locker.RunWithLock(ctx, "charge:order-42", func(ctx context.Context) error {
+		lock, _ := redislock.LockFromContext(ctx)
+		if !lock.Valid() {
+			return errors.New("lease may have run out: not charging")
+		}
+		fmt.Println("charging order 42 under", lock.Name())
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// charging order 42 under charge:order-42
+	// <nil>
+}

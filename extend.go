@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Extend resets the lock's lease to ttl (at least 1ms) from now, and makes
+// Extend resets the lock's lease to ttl (at least 10ms) from now, and makes
 // ttl the lease that later watchdog extensions renew (their interval becomes
 // ttl/3, unless WithExtendInterval set a shorter one). It waits for an
 // extension by the watchdog that is under way.
@@ -16,11 +16,14 @@ import (
 // context is cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLock
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}
 	if ttl < minTTL {
-		return invalidf("Extend TTL %v is below the 1ms minimum", ttl)
+		return invalidf("Extend TTL %v is below the %v minimum", ttl, minTTL)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	if err := l.endedFor(ctx); err != nil {
@@ -79,8 +82,9 @@ func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 	case reply == replyDone:
 		l.confirm(sent, ttl)
 	default:
-		lost := l.reportLoss(reasonFor(reply), nil)
-		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, lost.Reason)
+		reason := reasonFor(reply)
+		l.lose(reason, nil)
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err})

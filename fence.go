@@ -27,13 +27,27 @@ import "context"
 // but needs an operator, who sets the counter back above the highest fence
 // the resource holds (SET <key>:fence N). Plain locks never touch it.
 
-type fenceKey struct{}
+// lockKey is the context key under which a lock's context and
+// RunWithLock's fn context carry the *Lock.
+type lockKey struct{}
 
-// withFence records fence in ctx. A fence of 0 hides any fence inherited
-// from an outer lock, so an unfenced (or fail-open) run never reports
-// someone else's number.
-func withFence(ctx context.Context, fence int64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, fence)
+// withLock records l in ctx. A nil l (a fail-open run) hides any lock
+// inherited from an outer one, so that the run never reports someone
+// else's lock or fence.
+func withLock(ctx context.Context, l *Lock) context.Context {
+	return context.WithValue(ctx, lockKey{}, l)
+}
+
+// LockFromContext returns the Lock whose work ctx belongs to: the context
+// passed to RunWithLock's fn, or Lock.Context() (and contexts derived from
+// them), so that fn can call Valid, Extend or TTL. It reports false when
+// ctx does not come from a lock, or when fn ran fail-open without one.
+func LockFromContext(ctx context.Context) (*Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	l, _ := ctx.Value(lockKey{}).(*Lock)
+	return l, l != nil
 }
 
 // FenceFromContext returns the fencing token of the lock whose work ctx
@@ -42,12 +56,9 @@ func withFence(ctx context.Context, fence int64) context.Context {
 // without WithFencing, when fn ran fail-open without a lock, or when ctx
 // does not come from a lock.
 func FenceFromContext(ctx context.Context) (int64, bool) {
-	if ctx == nil {
+	l, ok := LockFromContext(ctx)
+	if !ok || l.fence <= 0 {
 		return 0, false
 	}
-	fence, ok := ctx.Value(fenceKey{}).(int64)
-	if !ok || fence <= 0 {
-		return 0, false
-	}
-	return fence, true
+	return l.fence, true
 }

@@ -1,23 +1,63 @@
 package redislock
 
-import "time"
+import (
+	"context"
+	"log/slog"
+	"time"
+)
 
-// endHold hands the turn to this Client's next waiter, once: on release or
-// on loss, whichever comes first.
-func (l *Lock) endHold() {
-	if room := l.takeRoom(); room != nil {
-		l.client.rooms().leave(room)
+// How a hold ends. Whatever ends it (Release, a loss found by an
+// extension or by the safe-deadline alarm, the maximum hold, Client.Close)
+// goes through end, once: the first cause wins, and every later one finds
+// the hold ended and does nothing.
+
+// end ends the hold with cause: ErrReleased (Release), a *LostError (a
+// loss, including the maximum hold), or an error matching ErrClosed
+// (Client.Close). It returns false if the hold had ended before. Otherwise,
+// in this order: the hold is marked ended (so extensions send nothing more
+// and accessors report ErrNotHeld), its timers are stopped, it leaves the
+// watchdog, a loss is logged and observed, and the lock's context is
+// cancelled with cause, so that whoever sees the context done also finds
+// the log line and the metric. It returns this Client's waiters for the
+// lock (nil if none): the caller hands them the turn.
+func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
+	l.mu.Lock()
+	if l.ended != nil {
+		l.mu.Unlock()
+		return nil, false
 	}
+	l.ended = cause
+	l.client.alarms().cancel(&l.deadlineAlarm)
+	if l.maxHoldTimer != nil {
+		l.maxHoldTimer.Stop()
+	}
+	room, l.room = l.room, nil
+	l.mu.Unlock()
+
+	l.client.watchdog().unwatch(l)
+	if lost, ok := cause.(*LostError); ok {
+		l.announceLoss(lost)
+	}
+	l.mu.Lock()
+	l.cancelLocked(cause)
+	l.mu.Unlock()
+	return room, true
 }
 
-// takeRoom takes this Client's waiters for the lock (nil, once taken): the
-// caller hands the turn on.
-func (l *Lock) takeRoom() *waitRoom {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	room := l.room
-	l.room = nil
-	return room
+// lose ends the hold by a loss, unless it ended before, and hands the turn
+// to this Client's next waiter. It returns the loss, or nil when the hold
+// had ended before (a loss found after a Release is the release's to
+// report).
+func (l *Lock) lose(reason LostReason, cause error) *LostError {
+	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
+	room, ok := l.end(lost)
+	if !ok {
+		return nil
+	}
+	if room != nil {
+		l.client.rooms().leave(room)
+	}
+	return lost
 }
 
 // cancelLocked cancels the lock's context (now, or when it is made) with
@@ -50,78 +90,28 @@ func (l *Lock) onSafeDeadline() {
 	if !l.opts.watchdog {
 		reason = Expired
 	}
-	lost := l.loseLocked(reason, lastErr)
 	l.mu.Unlock()
-	l.finishLoss(lost)
+	l.lose(reason, lastErr)
 }
 
 // onMaxHold ends the hold at its maximum, unless it ended first (a Release
 // racing the timer is a release, not a loss).
-func (l *Lock) onMaxHold() {
-	l.mu.Lock()
-	if l.ended != nil {
-		l.mu.Unlock()
-		return
-	}
-	lost := l.loseLocked(MaxHoldReached, nil)
-	l.mu.Unlock()
-	l.finishLoss(lost)
-}
+func (l *Lock) onMaxHold() { l.lose(MaxHoldReached, nil) }
 
-// reportLoss ends the hold with reason unless it has already ended, and
-// returns the loss that ended it. A loss found by the release itself (the
-// hold was ended by Release) is announced but changes nothing else.
-func (l *Lock) reportLoss(reason LostReason, cause error) *LostError {
-	l.mu.Lock()
-	if l.ended != nil {
-		earlier, _ := l.ended.(*LostError)
-		l.mu.Unlock()
-		if earlier == nil {
-			lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
-			l.announceLoss(lost)
-			return lost
-		}
-		return earlier
-	}
-	lost := l.loseLocked(reason, cause)
-	l.mu.Unlock()
-	l.finishLoss(lost)
-	return lost
-}
-
-// loseLocked marks the hold as lost; finishLoss, called without l.mu,
-// then announces it and cancels the context.
-func (l *Lock) loseLocked(reason LostReason, cause error) *LostError {
-	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
-	l.ended = lost
-	l.stopTimersLocked()
-	return lost
-}
-
-func (l *Lock) finishLoss(lost *LostError) {
-	l.client.watchdog().unwatch(l)
-	l.announceLoss(lost)
-	l.endHold()
-	l.mu.Lock()
-	l.cancelLocked(lost)
-	l.mu.Unlock()
-}
-
-// announceLoss logs the loss at Error and reports it to the Observer.
+// announceLoss logs the loss and reports it to the Observer. A lease that
+// ran out with the watchdog off is what the user chose: Info. Every other
+// loss is one the user did not plan: Error.
 func (l *Lock) announceLoss(lost *LostError) {
+	level := slog.LevelError
+	if lost.Reason == Expired && !l.opts.watchdog {
+		level = slog.LevelInfo
+	}
 	attrs := []any{"name", l.name, "reason", lost.Reason.String(), "held_for", lost.HeldFor}
 	if lost.Err != nil {
 		attrs = append(attrs, "error", lost.Err)
 	}
-	l.opts.log().Error("redislock: lock lost", attrs...)
+	l.opts.log().Log(context.Background(), level, "redislock: lock lost", attrs...)
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveLost(LostEvent{Name: l.name, Reason: lost.Reason, HeldFor: lost.HeldFor})
-	}
-}
-
-func (l *Lock) stopTimersLocked() {
-	l.client.alarms().cancel(&l.deadlineAlarm)
-	if l.maxHoldTimer != nil {
-		l.maxHoldTimer.Stop()
 	}
 }

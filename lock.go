@@ -11,6 +11,11 @@ import (
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
 // goroutine that acquired it, and must not be copied. Release it when done.
+//
+// Lock order: l.extending (the extension slot) before l.mu, and l.mu
+// before the Client's scheduler, alarms and janitor mutexes; waitRooms.mu
+// and the notifier's mutex are never held with l.mu. The fields above
+// extending are written before the Lock is handed out and never again.
 type Lock struct {
 	client     *Client
 	opts       *options // never written: may be the Client's defaults
@@ -30,12 +35,12 @@ type Lock struct {
 	deadlineAlarm alarm         // rings at safeDeadline (Client.alarms)
 	maxHoldTimer  *time.Timer
 	lastErr       error // the last extension error, for an Unreachable loss
-	released      bool
-	// ended is what ended the hold (a *LostError or ErrReleased), set
-	// before the loss is logged and observed and the context cancelled,
-	// so that whoever sees the context done also finds the log line and
-	// the metric.
+	// ended is what ended the hold (ErrReleased, a *LostError, or an
+	// error matching ErrClosed); nil while held. Set once, by end.
 	ended error
+	// releasing: releaseNone, releaseSending or releaseDone (see
+	// Lock.release).
+	releasing int
 	// The lock's context is made on first use (most holders never ask
 	// for it): parent gives its values; doneCause, once set, is the cause
 	// it is (or will be made) cancelled with.
@@ -74,31 +79,80 @@ func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *wai
 // lease: 1% of the TTL plus 2ms, the figure the Redlock description uses.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// Name returns the name given to Acquire.
-func (l *Lock) Name() string { return l.name }
+// currentTTL returns the lease the lock is extended by.
+func (l *Lock) currentTTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
 
-// Key returns the Redis key that holds the token.
-func (l *Lock) Key() string { return l.ref.key }
+// Name returns the name given to Acquire ("" on a nil Lock).
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
+
+// Key returns the Redis key that holds the token ("" on a nil Lock).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.ref.key
+}
 
 // Token returns the random token that identifies this acquisition. Treat it
-// as a secret: whoever knows it can release the lock.
-func (l *Lock) Token() string { return l.ref.token }
+// as a secret: whoever knows it can release the lock. "" on a nil Lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.ref.token
+}
 
 // Fence returns the fencing token taken with the lock, or 0 when the lock
-// was acquired without WithFencing.
-func (l *Lock) Fence() int64 { return l.fence }
+// was acquired without WithFencing (and on a nil Lock).
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// Valid reports whether the lock can still be trusted at the moment of the
+// call: its hold has not ended and its safe deadline, read from the
+// monotonic clock now, has not passed. Unlike Context().Err(), it does not
+// wait for a timer to fire, so it is right the instant a paused process
+// (a long GC, a frozen VM) resumes. Call it right before an irreversible
+// write; it sends nothing. False on a nil Lock.
+func (l *Lock) Valid() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended == nil && time.Now().Before(l.safeDeadline)
+}
 
 // Context returns a context that carries the values of the context given to
 // Acquire, but not its cancellation, and is cancelled when the hold ends:
 // with a *LostError as its cause (see context.Cause) when the lock is lost,
-// and with ErrReleased when it is released. FenceFromContext works on it.
+// and with ErrReleased when it is released. FenceFromContext and
+// LockFromContext work on it. On a nil Lock it returns a context that is
+// already cancelled, with cause ErrNotHeld.
 func (l *Lock) Context() context.Context {
+	if l == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errNilLock)
+		return ctx
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
 		// The lock's context keeps the acquire context's values but not
 		// its cancellation: a short wait timeout must not end the hold.
-		l.ctx, l.cancel = context.WithCancelCause(withFence(context.WithoutCancel(l.parent), l.fence))
+		l.ctx, l.cancel = context.WithCancelCause(withLock(context.WithoutCancel(l.parent), l))
 		if l.doneCause != nil {
 			l.cancel(l.doneCause)
 		}
@@ -108,8 +162,11 @@ func (l *Lock) Context() context.Context {
 
 // TTL returns the lock's remaining lease on the server. It returns
 // ErrNotHeld when the lock is no longer ours (nothing is sent if it was
-// released), or the Redis error.
+// released), or the Redis error. On a nil Lock it returns ErrNotHeld.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, errNilLock
+	}
 	if ctx == nil {
 		return 0, invalidf("nil context")
 	}
@@ -132,8 +189,6 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(reply) * time.Millisecond, nil
 }
 
-// notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
-// ended (released or lost), and nil before.
 // endedFor is notHeld for a caller: once it reports the hold ended, the
 // lock's context is done too. (A loss is logged and observed before the
 // context is cancelled, so there is a moment when it is not yet; waiting
@@ -149,6 +204,8 @@ func (l *Lock) endedFor(ctx context.Context) error {
 	return err
 }
 
+// notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
+// ended (released, lost or closed), and nil before.
 func (l *Lock) notHeld() error {
 	l.mu.Lock()
 	cause := l.ended
@@ -159,5 +216,5 @@ func (l *Lock) notHeld() error {
 	if errors.Is(cause, ErrReleased) {
 		return fmt.Errorf("%w: %q was released", ErrNotHeld, l.name)
 	}
-	return errors.Join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
+	return join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
 }

@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 )
@@ -18,7 +17,12 @@ const (
 	// ReleaseTimeout bounds the release that RunWithLock sends after fn
 	// returns, on a context detached from the caller's cancellation.
 	ReleaseTimeout = 5 * time.Second
-	minTTL         = time.Millisecond
+	// minTTL is the shortest lease: below it the round trip and the drift
+	// allowance (see drift) eat the whole lease, and a lock would be
+	// handed out already past its safe deadline.
+	minTTL = 10 * time.Millisecond
+	// minExtendInterval is the shortest watchdog interval.
+	minExtendInterval = time.Millisecond
 )
 
 // An Option configures a Client (given to New, it sets the client's
@@ -58,7 +62,7 @@ func defaultOptions() options {
 	}
 }
 
-func (o *options) invalid(err error) { o.err = errors.Join(o.err, err) }
+func (o *options) invalid(err error) { o.err = join(o.err, err) }
 
 // validate checks the combination of settings once all options are applied.
 func (o *options) validate() error {
@@ -91,12 +95,12 @@ func (o *options) log() *slog.Logger {
 }
 
 // WithTTL sets the lease the lock gets on the server: how long it survives a
-// crashed holder. Default DefaultTTL (30s); at least 1ms; it is rounded down
+// crashed holder. Default DefaultTTL (30s); at least 10ms; it is rounded down
 // to whole milliseconds, the unit Redis keeps.
 func WithTTL(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < minTTL {
-			o.invalid(invalidf("TTL %v is below the 1ms minimum", d))
+			o.invalid(invalidf("TTL %v is below the %v minimum", d, minTTL))
 			return
 		}
 		o.ttl = d.Truncate(time.Millisecond)
@@ -138,11 +142,11 @@ func WithWatchdog(enabled bool) Option {
 }
 
 // WithExtendInterval sets how often the watchdog extends the lock. Default
-// (and zero) TTL/3; it must be shorter than the TTL.
+// (and zero) TTL/3; otherwise at least 1ms and shorter than the TTL.
 func WithExtendInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if d < 0 {
-			o.invalid(invalidf("negative extend interval %v", d))
+		if d < 0 || (d > 0 && d < minExtendInterval) {
+			o.invalid(invalidf("extend interval %v is below the %v minimum (0 means TTL/3)", d, minExtendInterval))
 			return
 		}
 		o.extendInterval = d

@@ -106,12 +106,10 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 		return nil, err
 	}
 	q.defaultTimeout = nodeTimeout(o.ttl)
-	// The watchdog and waiting rooms are created on first use (Client.setup).
 	// No release announcements (notify stays nil: no single node's channel
 	// speaks for the quorum): a waiter retries at its backoff, or when a
 	// majority can be free, whichever comes first.
-	c := &Client{store: q, opts: o}
-	return c, nil
+	return newClient(q, nil, nil, o), nil
 }
 
 // nodeTimeout is how long a quorum waits for one node's answer to a command
@@ -171,7 +169,7 @@ func (e *QuorumError) Error() string {
 	}
 	for _, err := range e.Errors {
 		b.WriteString("; ")
-		b.WriteString(err.Error())
+		b.WriteString(oneLine(err.Error()))
 	}
 	return b.String()
 }
@@ -232,14 +230,7 @@ type answer struct {
 // (indexed like q.nodes; zero for nodes not asked) and how many nodes it
 // stopped waiting for.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
-	asked := make([]bool, len(q.nodes))
-	expected := 0
-	for i := range asked {
-		asked[i] = only == nil || slices.Contains(only, i)
-		if asked[i] {
-			expected++
-		}
-	}
+	asked, expected := q.asked(only)
 	answers := make([]answer, len(q.nodes))
 	if expected == 0 {
 		return answers, 0
@@ -312,7 +303,25 @@ wait:
 	}
 	mu.Unlock()
 
-	abandoned := 0
+	return answers, q.labelAnswers(ctx, timeout, asked, got, answers)
+}
+
+// asked tells which nodes ask asks (all when only is nil), and how many.
+func (q *quorumStore) asked(only []int) (asked []bool, n int) {
+	asked = make([]bool, len(q.nodes))
+	for i := range asked {
+		asked[i] = only == nil || slices.Contains(only, i)
+		if asked[i] {
+			n++
+		}
+	}
+	return asked, n
+}
+
+// labelAnswers names the node in every error of answers, gives the nodes
+// that did not answer in time an error saying so, and returns how many
+// those are.
+func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, asked, got []bool, answers []answer) (abandoned int) {
 	for i := range q.nodes {
 		switch {
 		case !asked[i]:
@@ -328,7 +337,7 @@ wait:
 			answers[i].err = fmt.Errorf("%s: no answer within the per-node timeout of %v", q.nodes[i].label, timeout)
 		}
 	}
-	return answers, abandoned
+	return abandoned
 }
 
 // check rejects settings a quorum cannot honour.
@@ -336,8 +345,15 @@ wait:
 // attempt has its own token; see Client.acquire).
 func (q *quorumStore) queues() bool { return false }
 
-// leaveQueue has nothing to do: a quorum's waiters do not queue.
-func (q *quorumStore) leaveQueue(context.Context, *lockRef) {}
+// abandon releases each ref on every node (a quorum's waiters do not
+// queue).
+func (q *quorumStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
+	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
+	for i, ref := range refs {
+		replies[i], errs[i] = q.release(ctx, ref)
+	}
+	return replies, errs
+}
 
 func (q *quorumStore) check(o *options) error {
 	if o.fencing {

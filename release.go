@@ -7,18 +7,27 @@ import (
 	"time"
 )
 
-// Release takes the lock out of the Client's watchdog, waits for an
-// extension of it under way (at most until ctx ends), cancels the lock's
-// context with cause ErrReleased (unless it was lost before), deletes the
-// key if it still holds our token, and wakes waiters.
+// Release ends the hold and deletes the key if it still holds our token.
+//
+// The hold ends first, locally, whatever happens on the network: the lock
+// leaves the watchdog (it is never extended again), its context is
+// cancelled with cause ErrReleased (unless it was lost before), and this
+// Client's next waiter for it gets its turn. Then the release is sent. When
+// ctx is already done, or ends before the reply, Release makes one attempt
+// on a context detached from ctx's cancellation and bounded by
+// ReleaseTimeout, so that `defer lock.Release(reqCtx)` after a request
+// timed out still lets go. If that fails too, the Client keeps trying in
+// the background until the lease would have run out anyway.
 //
 // It returns nil when our key was deleted; ErrNotHeld when the key was gone
-// or held by someone else, and on every call after one that reached Redis
-// (those send nothing); or the Redis error, after which Release may be
-// called again. The network call is bounded by ctx only as far as the
-// go-redis client honours contexts (see its ContextTimeoutEnabled option);
-// otherwise by its read and write timeouts.
+// or held by someone else (a loss found at release is logged and observed
+// like any other), and on every call after the first (those send nothing),
+// also when two calls race: exactly one sends the release; or the Redis
+// error. On a nil *Lock it returns ErrNotHeld.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return errNilLock
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}
@@ -28,95 +37,70 @@ func (l *Lock) Release(ctx context.Context) error {
 
 // release is Release that also returns the loss it found, when the script
 // said the key was no longer ours: the lease ran out (or was taken) while
-// held and nobody noticed in time (watchdog off, or a pause). That loss is
-// logged and observed like any other.
+// held and nobody noticed in time (watchdog off, or a pause).
 func (l *Lock) release(ctx context.Context) (*LostError, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redislock: release %q: %w", l.name, err)
-	}
 	l.mu.Lock()
-	if l.released {
+	if l.releasing != releaseNone {
+		// Another Release sent (or is sending) it: report the hold
+		// ended once the lock's context says so too.
 		l.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
-	}
-	l.mu.Unlock()
-	// Stop the watchdog for this lock, wait for an extension under way,
-	// and end the hold before letting go of the extension slot: an
-	// extension (the watchdog's or Extend's) that gets the slot after us
-	// sees the hold ended and sends nothing, so none can find the key
-	// that our DEL removed and cry "lost".
-	l.client.watchdog().unwatch(l)
-	select {
-	case l.extending <- struct{}{}: // the common case: no extension under way
-	default:
 		select {
-		case l.extending <- struct{}{}:
+		case <-l.Context().Done():
 		case <-ctx.Done():
-			// An extension is stuck on the network. The holder is
-			// done with the lock all the same: end the hold here;
-			// the key expires after its TTL, or a later Release
-			// deletes it.
-			l.mu.Lock()
-			l.stopTimersLocked()
-			if l.ended == nil {
-				l.ended = ErrReleased
-			}
-			l.cancelLocked(l.ended)
-			l.mu.Unlock()
-			l.endHold()
-			return nil, fmt.Errorf("redislock: release %q: waiting for an extension under way: %w", l.name, ctx.Err())
 		}
+		if err := l.notHeld(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %q is being released", ErrNotHeld, l.name)
 	}
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		<-l.extending
-		return nil, fmt.Errorf("%w: %q was already released", ErrNotHeld, l.name)
-	}
-	l.stopTimersLocked()
-	if l.ended == nil {
-		l.ended = ErrReleased
-	}
-	l.cancelLocked(l.ended) // a loss found first stays the cause
+	l.releasing = releaseSending
 	l.mu.Unlock()
-	<-l.extending
-
-	// This hold is over for the local waiters whatever the outcome (the
-	// key is gone, someone else's, or left to expire): the next in line
-	// gets the turn, and, on a store that can, its first attempt goes in
-	// the same round trip as our release, right behind it.
-	room := l.takeRoom()
-	var next *queuedWaiter
-	pipe, canPipe := l.client.store.(releaseAttempter)
-	if room != nil && canPipe {
-		next = l.client.rooms().takeNext(room)
+	// A hold that ended by a loss is still released: after an
+	// Unreachable loss or the maximum hold the key may well be ours yet,
+	// and deleting it lets the next holder in now.
+	room, endedNow := l.end(ErrReleased)
+	var (
+		reply int64
+		err   error
+	)
+	if ctx.Err() == nil {
+		reply, err = l.sendRelease(ctx, room)
+		room = nil // handed on
 	}
-	var reply int64
-	var err error
-	if next != nil {
-		// Announcements of a hand-over to it wake the room from now on.
-		room.expect(handoffTicket(next.ref.token))
-		next.early, reply, err = pipe.releaseAndAttempt(ctx, &l.ref, next.ref)
-		close(next.turn)
-	} else {
-		reply, err = l.client.store.release(ctx, &l.ref)
-		if room != nil {
-			l.client.rooms().leave(room)
-		}
+	if ctx.Err() != nil {
+		// ctx was done before, or ended during, the attempt: one attempt
+		// detached from it (a second release of our token is harmless).
+		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		reply, err = l.sendRelease(detached, room)
+		cancel()
 	}
-	var reason LostReason
+	var lost *LostError
+	state := releaseDone
 	switch {
 	case err != nil:
 		err = fmt.Errorf("redislock: release %q: %w", l.name, err)
-	case reply == replyDone:
-	default:
-		reason = reasonFor(reply)
-		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
+		// It may or may not have run: give the token back in the
+		// background until the lease would have run out. Release may
+		// also be called again.
+		l.client.janitor().add(&l.ref, time.Now().Add(l.currentTTL()), false)
+		state = releaseNone
+	case reply != replyDone:
+		lost = &LostError{Name: l.name, Reason: reasonFor(reply), HeldFor: time.Since(l.acquiredAt)}
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, lost.Reason)
+		if endedNow {
+			// Lost while held and nobody noticed in time (watchdog
+			// off, or a pause): a loss like any other. (One found
+			// before was announced then.)
+			l.announceLoss(lost)
+		}
 	}
-	if err == nil || reason != 0 {
-		l.mu.Lock()
-		l.released = true
-		l.mu.Unlock()
+	l.mu.Lock()
+	l.releasing = state
+	l.mu.Unlock()
+	if !endedNow {
+		// Ended before by a loss, maybe still being announced: once
+		// Release returns, the lock's context is done.
+		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
 		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.ref.token)
@@ -124,9 +108,39 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: time.Since(l.acquiredAt), Err: err})
 	}
-	var lost *LostError
-	if reason != 0 {
-		lost = l.reportLoss(reason, nil)
-	}
 	return lost, err
 }
+
+// sendRelease sends the release. This hold is over for this Client's
+// waiters whatever the outcome (the key is gone, someone else's, or left
+// to expire): when room is not nil, the next in line gets the turn, and,
+// on a store that can, its first attempt goes in the same round trip as
+// our release, right behind it.
+func (l *Lock) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
+	var next *queuedWaiter
+	pipe, canPipe := l.client.store.(releaseAttempter)
+	if room != nil && canPipe {
+		next = l.client.rooms().takeNext(room)
+	}
+	if next == nil {
+		reply, err := l.client.store.release(ctx, &l.ref)
+		if room != nil {
+			l.client.rooms().leave(room)
+		}
+		return reply, err
+	}
+	// Announcements of a hand-over to it wake the room from now on.
+	room.expect(handoffTicket(next.ref.token))
+	early, reply, err := pipe.releaseAndAttempt(ctx, &l.ref, next.ref)
+	next.early = early
+	close(next.turn)
+	return reply, err
+}
+
+// Where a Lock's release stands (Lock.releasing): exactly one Release at a
+// time sends the script; after an error another may try again.
+const (
+	releaseNone = iota
+	releaseSending
+	releaseDone
+)

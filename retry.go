@@ -109,3 +109,46 @@ func (s limitRetry) validate() error {
 func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s, attempts}
 }
+
+// patience counts a waiter's waits against its retry strategy: each wait
+// asks the strategy once, k = 1, 2, 3… in order, and lasts its backoff
+// whatever wakes the waiter in between (a release announced, the holder's
+// lease ending, the queue's refresh, a re-check after subscribing).
+type patience struct {
+	strategy RetryStrategy
+	first    time.Duration // NextBackoff(1), asked once up front
+	firstOK  bool
+	waits    int       // waits begun
+	end      time.Time // when the current wait ends
+	spent    bool      // the strategy said no: no more waits
+}
+
+// mayWait asks the strategy for its first wait, to decide how the caller
+// waits at all; the answer is kept for the first wait.
+func (p *patience) mayWait() bool {
+	p.first, p.firstOK = p.strategy.NextBackoff(1)
+	p.spent = !p.firstOK
+	return p.firstOK
+}
+
+// begin starts the next wait at now, or returns false when the strategy
+// allows no more. A backoff under a millisecond counts as one.
+func (p *patience) begin(now time.Time) bool {
+	if p.spent {
+		return false
+	}
+	d, ok := p.first, p.firstOK
+	if p.waits > 0 {
+		d, ok = p.strategy.NextBackoff(p.waits + 1)
+	}
+	if !ok {
+		p.spent = true
+		return false
+	}
+	p.waits++
+	p.end = now.Add(max(d, time.Millisecond))
+	return true
+}
+
+// waiting tells whether a wait is under way at now.
+func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Before(p.end) }

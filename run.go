@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // RunWithLock acquires the lock called name, runs fn while holding it, and
@@ -40,7 +40,7 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 			if o.observer != nil {
 				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
 			}
-			return fn(withFence(ctx, 0))
+			return fn(withLock(ctx, nil))
 		}
 		return err
 	}
@@ -49,29 +49,15 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 
 // isUnreachable tells a Redis that could not be reached or could not serve
 // (fail open may run without it) from every other error: the lock being
-// held, bad input, and replies such as WRONGTYPE or NOPERM, which say Redis
-// answered and refused.
+// held, bad input, a closed Client, and replies such as WRONGTYPE, NOPERM
+// or TRYAGAIN, which say Redis answered. The rule lives in
+// internal/lockrules, shared with the redislock command.
 func isUnreachable(err error) bool {
-	if errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalidArgument) {
-		return false
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		// Not TRYAGAIN: a cluster migrating the lock's slot is there and
-		// will answer again; running without the lock then is not what
-		// fail open is for.
-		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "BUSY"} {
-			if redis.HasErrorPrefix(err, prefix) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
+	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }
 
 func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	runCtx, cancel := context.WithCancelCause(withFence(ctx, l.fence))
+	runCtx, cancel := context.WithCancelCause(withLock(ctx, l))
 	lockCtx := l.Context()
 	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
 	defer func() {

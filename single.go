@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // singleStore keeps every lock on one Redis deployment.
@@ -100,16 +101,15 @@ func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // acquireKey is acquire from strings, with WAIT when the options ask for
 // replica acknowledgements. A quorum's nodes use it.
 func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string, waiting bool) (bool, int64, time.Duration, error) {
-	keys := []string{key}
+	names := []string{key}
 	fenced, wait := "0", any("0")
 	if o.fencing {
-		keys, fenced = append(keys, fenceKeyFor(key)), "1"
+		names, fenced = append(names, lockrules.Fence(key)), "1"
 	}
 	if waiting {
-		expiries := withQueueKeys(key)
-		keys, wait = append(keys, expiries[:len(key)+2], expiries), queueHoldArg
+		names, wait = append(names, lockrules.Queue(key), lockrules.Expiry(key)), queueHoldArg
 	}
-	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, keys, token, o.ttl.Milliseconds(), fenced, wait)
+	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, names, token, o.ttl.Milliseconds(), fenced, wait)
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
 	if err != nil || !acquired {
 		return false, 0, holder, err
@@ -202,10 +202,33 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
-func (s singleStore) leaveQueue(ctx context.Context, ref *lockRef) {
-	args := make([]any, 0, len(ref.releaseArgs)+1)
-	args = append(append(args, ref.releaseArgs[:]...), "1")
-	_ = s.run(ctx, releaseSource, args)
+// abandon sends the release script as a waiter that leaves (ARGV[4]) for
+// every ref, in one pipeline.
+func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
+	cmds := make([]*redis.Cmd, len(refs))
+	args := make([][]any, len(refs))
+	pipe := s.rdb.Pipeline()
+	for i, ref := range refs {
+		args[i] = append(append(make([]any, 0, len(ref.releaseArgs)+1), ref.releaseArgs[:]...), "1")
+		cmds[i] = redis.NewCmd(ctx, args[i]...)
+		cmds[i].SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
+	for i, cmd := range cmds {
+		replies[i], errs[i] = cmd.Int64()
+		switch {
+		case errs[i] == nil:
+		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
+			replies[i], errs[i] = s.run(ctx, releaseSource, args[i]).Int64()
+		case isTryAgain(errs[i]):
+			// The slot is migrating: release without the queue (see
+			// release); a place left lapses after queueHold.
+			replies[i], errs[i] = s.release(ctx, refs[i])
+		}
+	}
+	return replies, errs
 }
 
 func (s singleStore) ranScript() {

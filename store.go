@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // A store is where locks live: one Redis deployment (singleStore: a
@@ -20,9 +22,10 @@ type store interface {
 	extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (reply int64, err error)
 	// release deletes the key if it holds ref.token; replies as extend.
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
-	// leaveQueue takes a waiter that gives up out of the lock's queue,
-	// and passes on a lock handed to it meanwhile (best effort).
-	leaveQueue(ctx context.Context, ref *lockRef)
+	// abandon gives back each ref's token: a token-checked release that
+	// also takes the token out of the lock's queue and passes on a lock
+	// handed to it (see janitor). One reply or error per ref, as release.
+	abandon(ctx context.Context, refs []*lockRef) (replies []int64, errs []error)
 	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, key, token string) (int64, error)
 	// queues tells whether waiters queue on the server, where a release
@@ -97,7 +100,7 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 	r.fenced = o.fencing
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	if o.fencing {
-		r.fenceKey = fenceKeyFor(r.key)
+		r.fenceKey = lockrules.Fence(r.key)
 	}
 	claim := handoffClaimMs
 	if o.ttl < handoffClaim {

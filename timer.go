@@ -13,11 +13,13 @@ type lazyTimer struct {
 	fire  func()      // what the timer calls
 	timer *time.Timer // created by the first arm
 	armed time.Time   // when timer is set to fire; zero: not set
+	// closed: the owner is closed (Client.Close); arm does nothing.
+	closed bool
 }
 
 // arm makes the timer fire at at, unless it fires at or before at anyway.
 func (t *lazyTimer) arm(at time.Time) {
-	if !t.armed.IsZero() && !t.armed.After(at) {
+	if t.closed || !t.armed.IsZero() && !t.armed.After(at) {
 		return
 	}
 	t.armed = at
@@ -30,3 +32,22 @@ func (t *lazyTimer) arm(at time.Time) {
 
 // fired records that the timer went off: the next arm sets it again.
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
+
+// stop stops the timer when its owner has nothing left to time: a timer
+// that is set keeps what its callback reaches (the owner, and through it
+// the Client) alive until it fires, so an idle Client that is dropped
+// could not be freed until its last lock's old deadline.
+func (t *lazyTimer) stop() {
+	if t.timer != nil && !t.armed.IsZero() {
+		t.timer.Stop()
+		t.armed = time.Time{}
+	}
+}
+
+// close stops the timer for good: later arms do nothing.
+func (t *lazyTimer) close() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.armed, t.closed = time.Time{}, true
+}

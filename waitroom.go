@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 type waitRooms struct {
@@ -29,6 +30,10 @@ type waitRoom struct {
 	// turn holder, queued on the server (see handoffTicket). A hand-over
 	// to anyone else does not wake the room.
 	ticket atomic.Pointer[string]
+	// seenHeld: the turn holder found the lock held, or holds it; the
+	// callers in line who give up then report ErrNotAcquired. Cleared
+	// when the room goes idle.
+	seenHeld atomic.Bool
 }
 
 // queuedWaiter is a goroutine in line for a room's turn.
@@ -72,15 +77,22 @@ func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
 	return &waitRooms{notifier: n, rooms: map[string]*waitRoom{}}
 }
 
-var errWaitCap = errors.New("waited MaxWaitWithoutDeadline")
+// errPatience: a caller waiting in line spent its strategy's waits;
+// errSeenHeld joins the error of a caller that gave up in line after the
+// turn holder saw the lock held.
+var (
+	errPatience = errors.New("retry strategy spent while waiting in line")
+	errSeenHeld = errors.New("seen held by the caller ahead in line")
+)
 
 // enter returns the room of key with its turn held by the caller, waiting
 // in line if another goroutine of this Client holds it, and the attempt
 // the goroutine that handed it the turn made for it, if any (for ref, when
-// not nil). It fails with ctx's error, or with errWaitCap at deadline (when
-// not zero); if the turn came as it gave up, it returns the room (and any
+// not nil). The wait in line counts against p, the caller's strategy. It
+// fails with ctx's error, errPatience, or errClosing once closing is
+// closed; if the turn came as it gave up, it returns the room (and any
 // early attempt) with the error: the caller cleans up and leaves the room.
-func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time, ref *lockRef) (*waitRoom, *earlyAttempt, error) {
+func (w *waitRooms) enter(ctx context.Context, key string, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
 	if room == nil {
@@ -96,36 +108,66 @@ func (w *waitRooms) enter(ctx context.Context, key string, deadline time.Time, r
 	room.queue = append(room.queue, me)
 	w.mu.Unlock()
 
-	var capped <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		capped = t.C
+	if early, err := me.wait(ctx, p, closing); err == nil {
+		return room, early, nil
+	} else if seenHeld, out := w.dropOut(room, me); out {
+		if seenHeld {
+			err = join(errSeenHeld, err)
+		}
+		return nil, nil, err
+	} else {
+		// The turn is being handed to us as we give up. A releaser may
+		// be sending an attempt for us: wait for it (one round trip,
+		// bounded by the releaser's context and the client's timeouts),
+		// so that the caller can undo it.
+		<-me.turn
+		return room, me.early, err
 	}
-	var err error
-	select {
-	case <-me.turn:
-		return room, me.early, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-capped:
-		err = errWaitCap
+}
+
+// wait waits for the turn, within ctx and p.
+func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		if !p.waiting(now) && !p.begin(now) {
+			return nil, errPatience
+		}
+		if timer == nil {
+			timer = time.NewTimer(p.end.Sub(now))
+		} else {
+			timer.Reset(p.end.Sub(now))
+		}
+		select {
+		case <-me.turn:
+			return me.early, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-closing:
+			return nil, errClosing
+		case <-timer.C: // a wait ended: the next begins
+		}
 	}
+}
+
+// dropOut takes me out of room's line, and tells whether the turn holder
+// had seen the lock held; out is false when me was no longer in line (the
+// turn is being handed to it).
+func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for i, queued := range room.queue {
 		if queued == me {
 			room.queue = append(room.queue[:i], room.queue[i+1:]...)
-			w.mu.Unlock()
-			return nil, nil, err
+			return room.seenHeld.Load(), true
 		}
 	}
-	w.mu.Unlock()
-	// The turn is being handed to us as we give up. A releaser may be
-	// sending an attempt for us: wait for it (one round trip, bounded
-	// by the releaser's context and the client's timeouts), so that the
-	// caller can undo it.
-	<-me.turn
-	return room, me.early, err
+	return false, false
 }
 
 // takeNext hands the turn of room, held by the caller, straight to the
@@ -161,6 +203,7 @@ func (w *waitRooms) leave(room *waitRoom) {
 		return
 	}
 	room.turnHeld = false
+	room.seenHeld.Store(false)
 	if room.sub == nil {
 		delete(w.rooms, room.key)
 		return
@@ -220,7 +263,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	sub := room.sub
 	w.mu.Unlock()
 	if sub == nil {
-		sub = w.notifier.subscribe(releaseChannel(room.key), room)
+		sub = w.notifier.subscribe(lockrules.Released(room.key), room)
 		w.mu.Lock()
 		room.sub = sub
 		w.mu.Unlock()
@@ -231,5 +274,26 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	case <-sub.ready:
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// close closes every room (Client.Close, once no caller waits): the
+// linger timers stop and the subscriptions end.
+func (w *waitRooms) close() {
+	w.mu.Lock()
+	var subs []*subscription
+	for key, room := range w.rooms {
+		if room.linger != nil {
+			room.linger.Stop()
+		}
+		if room.sub != nil {
+			subs = append(subs, room.sub)
+			room.sub = nil
+		}
+		delete(w.rooms, key)
+	}
+	w.mu.Unlock()
+	for _, sub := range subs {
+		w.notifier.unsubscribe(sub)
 	}
 }

@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -26,16 +25,24 @@ import (
 // loss signal.
 type scheduler struct {
 	store store
+	bg    *background
 
 	mu    sync.Mutex
-	queue lockHeap
-	timer lazyTimer // fires s.fire
-	busy  bool      // fire's goroutine is running: it sets the timer when done
+	queue timeHeap[*Lock] // by watch.due
+	timer lazyTimer       // fires s.fire
+	busy  bool            // fire's goroutine is running: it sets the timer when done
 }
 
-func newScheduler(s store) *scheduler {
-	sc := &scheduler{store: s}
-	sc.timer.fire = sc.fire
+func newScheduler(s store, bg *background) *scheduler {
+	sc := &scheduler{store: s, bg: bg}
+	sc.queue.when = func(l *Lock) time.Time { return l.watch.due }
+	sc.queue.slot = func(l *Lock) *int { return &l.watch.index }
+	sc.timer.fire = func() {
+		if bg.enter() {
+			defer bg.exit()
+			sc.fire()
+		}
+	}
 	return sc
 }
 
@@ -47,28 +54,6 @@ type watchState struct {
 	unwatched bool          // released or lost: never schedule again
 }
 
-type lockHeap []*Lock
-
-func (h lockHeap) Len() int           { return len(h) }
-func (h lockHeap) Less(i, j int) bool { return h[i].watch.due.Before(h[j].watch.due) }
-func (h lockHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].watch.index, h[j].watch.index = i, j
-}
-func (h *lockHeap) Push(x any) {
-	l := x.(*Lock)
-	l.watch.index = len(*h)
-	*h = append(*h, l)
-}
-func (h *lockHeap) Pop() any {
-	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	l.watch.index = -1
-	return l
-}
-
 // schedule puts l in the heap, due at due, unless it was unwatched.
 func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
 	s.mu.Lock()
@@ -77,11 +62,7 @@ func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
 		return
 	}
 	l.watch.due, l.watch.slack = due, interval/4
-	if l.watch.index >= 0 {
-		heap.Fix(&s.queue, l.watch.index)
-	} else {
-		heap.Push(&s.queue, l)
-	}
+	s.queue.set(l)
 	s.armLocked()
 }
 
@@ -91,23 +72,28 @@ func (s *scheduler) unwatch(l *Lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.watch.unwatched = true
-	if l.watch.index >= 0 {
-		// The timer is left alone, even with nothing left to extend: it
-		// fires, finds nothing due and sets itself for the next lock, if
-		// any. Stopping it here would make the next lock's schedule set
-		// it again: a runtime timer operation per acquire + release.
-		heap.Remove(&s.queue, l.watch.index)
+	s.queue.remove(l)
+	if s.queue.Len() == 0 && !s.busy {
+		// Nothing left to extend: a set timer would keep the Client
+		// alive until it fires (see lazyTimer.stop).
+		s.timer.stop()
 	}
+}
+
+// close stops the timer for good (Client.Close).
+func (s *scheduler) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer.close()
 }
 
 // armLocked sets the timer for the earliest lock, unless it is set for
 // then or earlier already, or fire's goroutine is running (it sets the
 // timer when its batch is done).
 func (s *scheduler) armLocked() {
-	if s.busy || len(s.queue) == 0 {
-		return
+	if first, ok := s.queue.first(); ok && !s.busy {
+		s.timer.arm(first.watch.due)
 	}
-	s.timer.arm(s.queue[0].watch.due)
 }
 
 // fire runs on the timer's goroutine: it extends every lock that is due,
@@ -125,8 +111,16 @@ func (s *scheduler) fire() {
 	for {
 		now := time.Now()
 		var batch []*Lock
-		for len(s.queue) > 0 && !s.queue[0].watch.due.After(now.Add(s.queue[0].watch.slack)) {
-			batch = append(batch, heap.Pop(&s.queue).(*Lock))
+		for {
+			first, ok := s.queue.first()
+			if !ok {
+				break
+			}
+			l, _ := s.queue.popDue(now.Add(first.watch.slack))
+			if l == nil {
+				break
+			}
+			batch = append(batch, l)
 		}
 		if len(batch) == 0 {
 			break
@@ -136,6 +130,9 @@ func (s *scheduler) fire() {
 		s.mu.Lock()
 	}
 	s.busy = false
+	if s.queue.Len() == 0 {
+		s.timer.stop()
+	}
 	s.armLocked()
 	s.mu.Unlock()
 }

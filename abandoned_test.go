@@ -1,0 +1,111 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/faultproxy"
+)
+
+// An attempt that gives up on a timeout may still reach Redis later and
+// take the key under a token nobody has. The Client gives such a token
+// back in the background: once the stalled command landed, the key is
+// gone within a few round trips, not after its TTL.
+func TestAnAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		proxy := newProxy(t, b.rdb.Options().Addr)
+		rdb := redis.NewClient(&redis.Options{
+			Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1,
+		})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c := redislock.New(rdb, quiet)
+		// Warm up: the scripts are loaded, so the attempt is a plain SET.
+		warm, err := c.Acquire(ctx, "late")
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
+
+		const stall = 400 * time.Millisecond
+		proxy.SetDelay(stall)
+		proxy.SetMode(faultproxy.Delay)
+		sent := time.Now()
+		l, err := c.Acquire(ctx, "late")
+		require.Error(t, err)
+		require.Nil(t, l)
+		require.False(t, errors.Is(err, redislock.ErrNotAcquired), "a timeout is no verdict: %v", err)
+		proxy.SetMode(faultproxy.Pass)
+
+		// The stalled SET lands at sent+stall; the janitor deletes it.
+		key := "lock:{late}"
+		landed := false
+		eventually(t, 5*time.Second, func() bool {
+			exists := b.rdb.Exists(ctx, key).Val() == 1
+			landed = landed || exists
+			return time.Since(sent) > stall+50*time.Millisecond && !exists
+		}, "the late attempt's key is still there %v after the stall", time.Since(sent))
+		t.Logf("late key seen before it was given back: %v", landed)
+
+		// The name is free for anyone.
+		other, err := redislock.New(b.rdb, quiet).Acquire(ctx, "late")
+		require.NoError(t, err)
+		require.NoError(t, other.Release(ctx))
+	})
+}
+
+// A reply that arrives after the lease's safe deadline gives the key back
+// and reports the acquisition as failed: never a lock already past its
+// deadline.
+func TestAReplyAfterTheSafeDeadlineGivesTheKeyBack(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		proxy := newProxy(t, b.rdb.Options().Addr)
+		rdb := newRedisClient(t, proxy.Addr())
+		c := redislock.New(rdb, quiet, redislock.WithTTL(50*time.Millisecond))
+		warm, err := c.Acquire(ctx, "slow")
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
+
+		proxy.SetDelay(60 * time.Millisecond) // each way: the reply comes 120 ms after sending
+		proxy.SetMode(faultproxy.Delay)
+		l, err := c.Acquire(ctx, "slow")
+		proxy.SetMode(faultproxy.Pass)
+		require.Nil(t, l)
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Contains(t, err.Error(), "lease ran out before the reply arrived")
+	})
+}
+
+// TTLs too short to be safe, and extend intervals that would flood Redis,
+// are invalid arguments.
+func TestTinyTTLsAndIntervalsAreInvalid(t *testing.T) {
+	c := redislock.New(newMini(t), quiet)
+	ctx := context.Background()
+	for _, ttl := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 9 * time.Millisecond} {
+		_, err := c.Acquire(ctx, "tiny", redislock.WithTTL(ttl))
+		require.ErrorIs(t, err, redislock.ErrInvalidArgument, "TTL %v", ttl)
+		require.Contains(t, err.Error(), "10ms minimum")
+	}
+	_, err := c.Acquire(ctx, "tiny", redislock.WithExtendInterval(time.Nanosecond))
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "1ms minimum")
+
+	// 10ms is valid; on a loaded machine its reply may come too late to
+	// be safe, which is then said as such.
+	l, err := c.Acquire(ctx, "tiny", redislock.WithTTL(10*time.Millisecond), redislock.WithWatchdog(false))
+	if err != nil {
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Contains(t, err.Error(), "lease ran out before the reply arrived")
+	} else {
+		_ = l.Release(ctx)
+	}
+	l, err = c.Acquire(ctx, "tiny")
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Extend(ctx, 5*time.Millisecond), redislock.ErrInvalidArgument)
+	require.NoError(t, l.Release(ctx))
+}

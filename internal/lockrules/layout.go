@@ -1,0 +1,89 @@
+// Package lockrules holds the rules that the core, the redislock command
+// and the redislocktest kit must agree on, in one place so that they cannot
+// drift apart: the key layout (this file) and the rule that decides when
+// Redis counts as unreachable, for fail open (failopen.go).
+//
+// For the lock called name under prefix:
+//
+//	prefix{name}            the lock: the holder's token, with the lease as TTL
+//	prefix{name}:fence      the fence counter (WithFencing); no expiry
+//	prefix{name}:q          the waiters' queue, by arrival (a sorted set)
+//	prefix{name}:qx         when each waiter's place lapses (a sorted set)
+//	prefix{name}:released   the channel a release is announced on
+//
+// The name sits inside braces so that it is the keys' Redis Cluster hash
+// tag: all of them land in one slot, which the scripts need.
+package lockrules
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The suffixes after the lock key.
+const (
+	FenceSuffix    = ":fence"
+	QueueSuffix    = ":q"
+	ExpirySuffix   = ":qx"
+	ReleasedSuffix = ":released"
+)
+
+// ErrEmptyName is the error of an empty lock name.
+var ErrEmptyName = errors.New("empty lock name")
+
+// Lock returns the key of the lock called name, or an error for the
+// names the library refuses: the empty name, and a name (or prefix) that
+// leaves the key's hash tag empty, which would make Redis Cluster hash the
+// whole key and scatter the lock's keys over slots. The tag ends at the
+// first '}' after the first '{', so the names that break it start with '}'
+// or come after a prefix holding "{}".
+func Lock(prefix, name string) (string, error) {
+	names, keyLen, err := WithExpiry(prefix, name)
+	if err != nil {
+		return "", err
+	}
+	return names[:keyLen], nil
+}
+
+// WithExpiry is Lock with the queue's keys after the lock key in one
+// string, "prefix{name}:qx" (one allocation): the lock key is its first
+// keyLen bytes, the queue its first keyLen+2.
+func WithExpiry(prefix, name string) (names string, keyLen int, err error) {
+	if name == "" {
+		return "", 0, ErrEmptyName
+	}
+	names = prefix + "{" + name + "}" + ExpirySuffix
+	key := names[:len(names)-len(ExpirySuffix)]
+	if HashTag(key) == "" {
+		return "", 0, fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
+	}
+	return names, len(key), nil
+}
+
+// Fence returns the fence counter's key of the lock key.
+func Fence(lockKey string) string { return lockKey + FenceSuffix }
+
+// Queue returns the waiters' queue of the lock key.
+func Queue(lockKey string) string { return lockKey + QueueSuffix }
+
+// Expiry returns the queue's expiries of the lock key.
+func Expiry(lockKey string) string { return lockKey + ExpirySuffix }
+
+// Released returns the release channel of the lock key.
+func Released(lockKey string) string { return lockKey + ReleasedSuffix }
+
+// HashTag returns the part of key that Redis Cluster hashes when it has a
+// non-empty {tag}, or "" when it has none.
+func HashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					return key[i+1 : j]
+				}
+			}
+			return ""
+		}
+	}
+	return ""
+}

@@ -1,0 +1,156 @@
+package redislock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The janitor gives back what a caller could not: the key of an acquire
+// attempt whose outcome is unknown (a timeout, a dead connection, a ctx
+// that ended while the command was on its way, which may still reach Redis
+// and take the key for a token nobody has), the place in the server's
+// queue of a waiter that gave up, and the key of a Release that failed.
+//
+// Each is a token-checked release that also leaves the queue (see
+// lua/release.lua, ARGV[4]), so it deletes only a key that holds the
+// token and hands a lock passed to a waiter that left on to the next one.
+// The janitor sends them from one timer per Client, batched in one
+// pipeline per round, retrying with a growing backoff: a sure clean-up (the
+// caller's last reply was read) until any reply comes back, an uncertain
+// one until the key was found and deleted, each at most until its lease
+// can no longer be running. No goroutine per clean-up, none at all while
+// there is nothing to do.
+type janitor struct {
+	store store
+	bg    *background
+
+	mu    sync.Mutex
+	queue timeHeap[*cleanup]
+	timer lazyTimer
+	busy  bool // fire's goroutine is running: it sets the timer when done
+}
+
+// cleanup is one token to give back.
+type cleanup struct {
+	ref   *lockRef
+	until time.Time // after it the lease has run out: nothing left to do
+	// uncertain: an acquire attempt whose command may yet reach Redis;
+	// done only once the release deleted the key (reply replyDone).
+	uncertain bool
+	due       time.Time
+	tries     int
+	index     int
+}
+
+// Janitor backoff: the first retry after janitorFirstRetry, doubling up
+// to janitorMaxRetry, each round bounded by janitorRoundTimeout.
+const (
+	janitorFirstRetry   = 10 * time.Millisecond
+	janitorMaxRetry     = 250 * time.Millisecond
+	janitorRoundTimeout = time.Second
+)
+
+func newJanitor(s store, bg *background) *janitor {
+	j := &janitor{store: s, bg: bg}
+	j.queue.when = func(c *cleanup) time.Time { return c.due }
+	j.queue.slot = func(c *cleanup) *int { return &c.index }
+	j.timer.fire = func() {
+		if bg.enter() {
+			defer bg.exit()
+			j.fire()
+		}
+	}
+	return j
+}
+
+// add gives ref's token back in the background, now and then until until.
+func (j *janitor) add(ref *lockRef, until time.Time, uncertain bool) {
+	now := time.Now()
+	if !until.After(now) {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.timer.closed {
+		return // Client.Close swept the last round
+	}
+	j.queue.set(&cleanup{ref: ref, until: until, uncertain: uncertain, due: now, index: -1})
+	if !j.busy {
+		j.timer.arm(now)
+	}
+}
+
+// fire runs on the timer's goroutine: it sends every due clean-up, round
+// after round, then sets the timer for the next or stops it.
+func (j *janitor) fire() {
+	j.mu.Lock()
+	if j.busy {
+		j.mu.Unlock()
+		return
+	}
+	j.busy = true
+	j.timer.fired()
+	for {
+		batch := j.takeDueLocked(time.Now())
+		if len(batch) == 0 {
+			break
+		}
+		j.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), janitorRoundTimeout)
+		j.sweep(ctx, batch)
+		cancel()
+		j.mu.Lock()
+	}
+	j.busy = false
+	if next, ok := j.queue.first(); ok {
+		j.timer.arm(next.due)
+	} else {
+		j.timer.stop()
+	}
+	j.mu.Unlock()
+}
+
+func (j *janitor) takeDueLocked(now time.Time) []*cleanup {
+	var batch []*cleanup
+	for {
+		c, ok := j.queue.popDue(now)
+		if !ok {
+			return batch
+		}
+		batch = append(batch, c)
+	}
+}
+
+// sweep sends one round and puts back what must be tried again.
+func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
+	refs := make([]*lockRef, len(batch))
+	for i, c := range batch {
+		refs[i] = c.ref
+	}
+	replies, errs := j.store.abandon(ctx, refs)
+	now := time.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i, c := range batch {
+		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone)
+		if done || !now.Before(c.until) || j.timer.closed {
+			continue
+		}
+		c.tries++
+		c.due = now.Add(min(janitorFirstRetry<<min(c.tries-1, 16), janitorMaxRetry))
+		j.queue.set(c)
+	}
+}
+
+// flush sends one last round of everything pending, bounded by ctx, and
+// closes the janitor (Client.Close).
+func (j *janitor) flush(ctx context.Context) {
+	j.mu.Lock()
+	batch := j.takeDueLocked(time.Now().Add(time.Hour * 24 * 365))
+	j.timer.close()
+	j.mu.Unlock()
+	if len(batch) > 0 {
+		j.sweep(ctx, batch)
+	}
+}
