@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // DefaultExtendInterval is the watchdog interval of an Env's client unless
@@ -112,14 +113,23 @@ func keyPrefix(rdb *redis.Client, opts []redislock.Option) (string, error) {
 		return "", err
 	}
 	// WithFencing may have created a counter: leave the server empty.
-	if err := rdb.Del(ctx, key+":fence").Err(); err != nil {
+	if err := rdb.Del(ctx, lockrules.Fence(key)).Err(); err != nil {
 		return "", err
 	}
 	return strings.TrimSuffix(key, "{"+probe+"}"), nil
 }
 
-// Key returns the Redis key of the lock called name: prefix + "{" + name + "}".
-func (e *Env) Key(name string) string { return e.prefix + "{" + name + "}" }
+// Key returns the Redis key of the lock called name: prefix + "{" + name +
+// "}", the layout of internal/lockrules that the library uses. For a name
+// the library refuses it returns prefix + "{" + name + "}" all the same:
+// no lock can be held there.
+func (e *Env) Key(name string) string {
+	key, err := lockrules.Lock(e.prefix, name)
+	if err != nil {
+		return e.prefix + "{" + name + "}"
+	}
+	return key
+}
 
 // Holder returns the token in the lock called name and true, or "" and
 // false when nobody holds it. Compare with Lock.Token.

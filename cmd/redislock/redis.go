@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 const defaultRedisURL = "redis://127.0.0.1:6379"
@@ -90,56 +91,21 @@ func badURL(err error) error {
 	return fmt.Errorf("invalid Redis URL: %v", err)
 }
 
-// lockKey returns the key redislock uses for the lock called name, following
-// the library's format (prefix + "{" + name + "}"), or an error for the names
-// the library rejects: the empty name, and names that leave the key's Redis
-// Cluster hash tag empty.
+// lockKey returns the key redislock uses for the lock called name (see
+// internal/lockrules, the one owner of the layout), or an error for the
+// names the library rejects: the empty name, and names that leave the key's
+// Redis Cluster hash tag empty.
 func lockKey(prefix, name string) (string, error) {
-	if name == "" {
-		return "", errors.New("empty lock name")
-	}
-	key := prefix + "{" + name + "}"
-	if hashTag(key) == "" {
-		return "", fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
-	}
-	return key, nil
-}
-
-// hashTag returns the part of key that Redis Cluster hashes: the text
-// between the first '{' and the next '}', or "" when there is none.
-func hashTag(key string) string {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '{' {
-			for j := i + 1; j < len(key); j++ {
-				if key[j] == '}' {
-					return key[i+1 : j]
-				}
-			}
-			return ""
-		}
-	}
-	return ""
+	return lockrules.Lock(prefix, name)
 }
 
 // isUnreachable tells an error that means Redis could not be reached or
 // could not serve (the cases fail open runs the command without the lock)
-// from errors where Redis answered and refused (WRONGTYPE, NOPERM, a wrong
-// password), the lock being held, or bad input. It follows the rule
-// RunWithLock applies for WithFailOpen.
+// from errors where Redis answered and refused (WRONGTYPE, NOPERM, TRYAGAIN,
+// a wrong password), the lock being held, or bad input: the rule
+// RunWithLock applies for WithFailOpen, from internal/lockrules.
 func isUnreachable(err error) bool {
-	if errors.Is(err, redislock.ErrNotAcquired) || errors.Is(err, redislock.ErrInvalidArgument) {
-		return false
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
-			if redis.HasErrorPrefix(err, prefix) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
+	return lockrules.Unreachable(err, redislock.ErrNotAcquired, redislock.ErrInvalidArgument, redislock.ErrClosed)
 }
 
 // newLogger returns the logger of the library and of go-redis: text on

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 const statusUsage = `Usage: redislock status [flags] NAME
@@ -109,7 +110,7 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name, key string
 	var fence *redis.StringCmd
 	_, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		ttl = pipe.PTTL(ctx, key)
-		fence = pipe.Get(ctx, key+":fence")
+		fence = pipe.Get(ctx, lockrules.Fence(key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -126,7 +127,7 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, name, key string
 	if raw, err := fence.Result(); err == nil {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil {
-			return lockStatus{}, fmt.Errorf("fence counter %s:fence holds %q, not an integer", key, raw)
+			return lockStatus{}, fmt.Errorf("fence counter %s holds %q, not an integer", lockrules.Fence(key), raw)
 		}
 		st.Fence = &n
 	} else if !errors.Is(err, redis.Nil) {

@@ -3,11 +3,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -57,6 +60,52 @@ func TestIsUnreachable(t *testing.T) {
 			require.False(t, isUnreachable(err), "%v", err)
 		}
 	})
+}
+
+// The command's fail-open rule is the library's: for every kind of
+// failure, the command runs without the lock exactly when RunWithLock
+// with WithFailOpen does (TRYAGAIN, a slot migration, is not unreachable:
+// both refuse), and the keys it reads are the keys the library writes.
+func TestFailOpenAndKeysAgreeWithTheLibrary(t *testing.T) {
+	ctx := context.Background()
+	for _, reply := range []string{
+		"LOADING Redis is loading the dataset in memory",
+		"MASTERDOWN Link with MASTER is down",
+		"CLUSTERDOWN The cluster is down",
+		"BUSY Redis is busy running a script",
+		"TRYAGAIN Multiple keys request during rehashing of slot",
+		"NOPERM this user has no permissions",
+		"WRONGTYPE Operation against a key holding the wrong kind of value",
+		"", // a server that is gone
+	} {
+		mini := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mini.Addr(), MaxRetries: -1})
+		if reply == "" {
+			mini.Close()
+		} else {
+			mini.SetError(reply)
+		}
+		quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+		_, acquireErr := redislock.New(rdb, quiet).Acquire(ctx, "job")
+		ranWithoutLock := false
+		_ = redislock.New(rdb, quiet, redislock.WithFailOpen()).RunWithLock(ctx, "job", func(context.Context) error {
+			ranWithoutLock = true
+			return nil
+		})
+		require.Equal(t, ranWithoutLock, isUnreachable(acquireErr), "reply %q: %v", reply, acquireErr)
+		_ = rdb.Close()
+	}
+
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	defer rdb.Close()
+	for _, name := range []string{"job", "a:b}c", "{x}", "ünï"} {
+		l, err := redislock.New(rdb).Acquire(ctx, name, redislock.WithKeyPrefix("p:"))
+		require.NoError(t, err)
+		key, err := lockKey("p:", name)
+		require.NoError(t, err)
+		require.Equal(t, l.Key(), key, name)
+		require.NoError(t, l.Release(ctx))
+	}
 }
 
 // proto is a Redis error reply, as go-redis returns it.
