@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // `defer lock.Release(reqCtx)` after the request timed out: the hold ends
@@ -90,17 +92,6 @@ func TestConcurrentReleasesSendOneScriptAndReportNoLoss(t *testing.T) {
 	})
 }
 
-// countScripts counts the script calls among command names.
-func countScripts(names []string) int {
-	n := 0
-	for _, name := range names {
-		if name == "evalsha" || name == "eval" {
-			n++
-		}
-	}
-	return n
-}
-
 // A Release that cannot reach Redis still ends the hold: the watchdog
 // stops, the context is cancelled, and a second Release sends nothing.
 func TestFailedReleaseEndsTheHoldLocally(t *testing.T) {
@@ -116,4 +107,64 @@ func TestFailedReleaseEndsTheHoldLocally(t *testing.T) {
 	mini.SetError("")
 	// The Client gives the token back in the background.
 	eventually(t, 5*time.Second, func() bool { return !mini.Exists(l.Key()) }, "the key was not given back")
+}
+
+// A Release while an extension is stuck on a frozen server does not wait
+// for the extension: the hold ends at once, the release gets its own
+// attempt (and, ctx having ended, one detached attempt bounded by
+// ReleaseTimeout), and once the server is back the key is given back in
+// the background.
+func TestReleaseDoesNotWaitForAStuckExtension(t *testing.T) {
+	server := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1, PoolSize: 4, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := newRedisClient(t, server.Addr())
+	ctx := context.Background()
+	l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false), redislock.WithTTL(time.Minute)).Acquire(ctx, "job")
+	require.NoError(t, err)
+
+	sending := make(chan struct{}, 1)
+	rdb.AddHook(extendSignal{sending})
+	server.Pause(t)
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx, time.Minute) }() // stuck on the frozen server
+	<-sending                                              // it holds the extension slot now
+
+	releaseCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.Release(releaseCtx) }()
+	eventually(t, 5*time.Second, func() bool { return context.Cause(l.Context()) == redislock.ErrReleased },
+		"the hold did not end while the release was on its way")
+	select {
+	case err := <-done:
+		require.Error(t, err, "the server is frozen")
+	case <-time.After(redislock.ReleaseTimeout + 5*time.Second):
+		t.Fatal("Release not bounded by ReleaseTimeout")
+	}
+	server.Resume(t)
+	<-extended
+	eventually(t, 10*time.Second, func() bool { return admin.Exists(ctx, l.Key()).Val() == 0 },
+		"the key was not given back once the server was back")
+}
+
+// extendSignal reports when an extension command is about to be sent.
+type extendSignal struct{ sending chan struct{} }
+
+func (h extendSignal) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h extendSignal) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h extendSignal) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == extendSHA {
+			select {
+			case h.sending <- struct{}{}:
+			default:
+			}
+		}
+		return next(ctx, cmd)
+	}
 }

@@ -210,3 +210,29 @@ func TestSafeDeadlinesOfManyLocksRingInOrder(t *testing.T) {
 	require.NoError(t, far.Context().Err(), "a deadline an hour away has not rung")
 	require.NoError(t, far.Release(ctx))
 }
+
+func TestExtendToAShorterLeaseReschedulesTheWatchdog(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		if b.mini != nil {
+			b.mini.ClockTTL(true) // age keys with real time, like a server
+		}
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet, redislock.WithTTL(3*time.Second)) // next extension due in 1s
+		l, err := c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, 300*time.Millisecond))
+		// Past the old schedule's first extension (1s), the 300ms lease must
+		// have been renewed every 100ms all along.
+		end := time.After(1500 * time.Millisecond) // the work itself
+		for working := true; working; {
+			select {
+			case <-end:
+				working = false
+			case <-l.Context().Done():
+				t.Fatalf("lost: %v", context.Cause(l.Context()))
+			}
+		}
+		require.Equal(t, l.Token(), b.rdb.Get(ctx, l.Key()).Val())
+		require.NoError(t, l.Release(ctx))
+	})
+}

@@ -198,3 +198,20 @@ func TestWaitersReturnWhenTheirContextEnds(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "crowd") == 0 }, "the waiters did not leave the queue")
 	})
 }
+
+func TestAStrategyThatChangesItsMindDoesNotPanic(t *testing.T) {
+	rdb := newMini(t)
+	ctx := context.Background()
+	holder, err := redislock.New(rdb, quiet).Acquire(ctx, "job")
+	require.NoError(t, err)
+	calls := 0
+	flip := retryFunc(func(int) (time.Duration, bool) { // against the advice: it holds state
+		calls++
+		return time.Millisecond, calls > 1
+	})
+	require.NotPanics(t, func() {
+		_, err = redislock.New(rdb, quiet).Acquire(ctx, "job", redislock.WithRetry(flip))
+	})
+	require.ErrorIs(t, err, redislock.ErrNotAcquired)
+	require.NoError(t, holder.Release(ctx))
+}

@@ -3,67 +3,13 @@ package redislock_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
 )
-
-// commandLog is a go-redis hook that records the name of every command a
-// client sends and, when resend is set, sends each SET twice, as go-redis
-// does when the reply to the first was lost on the network.
-type commandLog struct {
-	mu     sync.Mutex
-	names  []string
-	resend bool
-}
-
-func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.mu.Lock()
-		switch cmd.Name() {
-		case "hello", "client", "ping": // a new connection's set-up
-		default:
-			h.names = append(h.names, cmd.Name())
-		}
-		resend := h.resend && cmd.Name() == "set"
-		h.mu.Unlock()
-		if resend {
-			// The first SET lands; its reply is dropped, like a reply
-			// lost with the connection. The same SET goes again.
-			if err := next(ctx, cmd); err != nil && err != redis.Nil {
-				return err
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// count returns how many names were recorded since the last take.
-func (h *commandLog) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.names)
-}
-
-// take returns the names recorded since the last call.
-func (h *commandLog) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	names := h.names
-	h.names = nil
-	return names
-}
 
 func TestAPlainLockIsOneSETOnceTheScriptsRan(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
