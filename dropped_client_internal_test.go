@@ -47,3 +47,24 @@ func TestADroppedClientIsFreedAtOnce(t *testing.T) {
 	}
 	require.Zero(t, live(), "dropped Clients still reachable (a timer armed for a released lock holds them)")
 }
+
+// After Close no timer of the Client is set, and none can be set again.
+func TestCloseLeavesNoTimer(t *testing.T) {
+	mini := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	c := New(rdb, WithLogger(discard()))
+	held, err := c.Acquire(ctx, "held", WithMaxHold(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, c.Close(ctx))
+	for name, timer := range map[string]*lazyTimer{
+		"watchdog": &c.scheduler.timer, "alarms": &c.deadlines.timer, "janitor": &c.cleaner.timer,
+	} {
+		require.True(t, timer.closed, name)
+		require.True(t, timer.armed.IsZero(), name)
+	}
+	require.False(t, held.maxHoldTimer.Stop(), "the max-hold timer was stopped")
+	c.cleaner.add(&held.ref, time.Now().Add(time.Hour), true)
+	require.True(t, c.cleaner.timer.armed.IsZero(), "a closed janitor takes nothing")
+}

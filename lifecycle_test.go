@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/redislock/redislock"
 )
@@ -110,6 +111,7 @@ func TestAChosenExpiryIsInfoAndAnUnplannedLossIsError(t *testing.T) {
 func TestCloseReleasesEverythingAndTurnsCallersAway(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
+		before := goleak.IgnoreCurrent()
 		c := redislock.New(b.rdb, quiet)
 		var locks []*redislock.Lock
 		for _, name := range []string{"a", "b", "c"} {
@@ -144,6 +146,11 @@ func TestCloseReleasesEverythingAndTurnsCallersAway(t *testing.T) {
 
 		require.NoError(t, c.Close(ctx))
 		wg.Wait()
+		// Nothing of the Client runs any more: its watchdog, alarms,
+		// janitor and pub/sub reader are gone.
+		goleak.VerifyNone(t, before, // but miniredis's side of the pooled connections
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"))
 		require.ErrorIs(t, fnCause, redislock.ErrClosed)
 		require.Error(t, runErr)
 		require.ErrorIs(t, waitErr, redislock.ErrClosed)
