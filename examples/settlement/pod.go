@@ -115,9 +115,7 @@ func podMain(name string) int {
 	switch {
 	case errors.As(err, &lost):
 		tl.say(name, "RunWithLock: the lock was lost during the job: %s", lost.Reason)
-		if lost.Reason == redislock.Unreachable {
-			tl.say(name, "(Redis was up: a frozen process cannot tell its own pause from an outage; either way no extension was confirmed in time)")
-		}
+		tl.say(name, "(%s)", whyLost(lost.Reason))
 	case err != nil:
 		tl.say(name, "error: %v", err)
 		return 1
@@ -128,6 +126,22 @@ func podMain(name string) int {
 	// (the next pod takes over without waiting for the TTL) and stops the
 	// watchdog. Until then a pod that exits leaves a held lock to its TTL.
 	return 0
+}
+
+// whyLost says what a loss reason means for the frozen pod. Which one it
+// gets is a race on waking: its watchdog's first extension finds the key
+// gone (Expired), or its safe-deadline timer, already past, fires first
+// (Unreachable).
+func whyLost(reason redislock.LostReason) string {
+	switch reason {
+	case redislock.Expired:
+		return "its first extension after waking found the key gone: the lease ran out while it was frozen"
+	case redislock.Unreachable:
+		return "its safe deadline passed while it was frozen; Redis was up, but a frozen process cannot tell its own pause from an outage"
+	case redislock.Taken:
+		return "another pod held the key when it woke"
+	}
+	return "see the log"
 }
 
 // logHandler puts the library's Warn and Error logs on the timeline.
