@@ -485,7 +485,7 @@ func TestFaultRedisCrashAndRestart(t *testing.T) {
 
 	// The fence counter was lost with the server: numbers restart, and the
 	// resource, which remembers a higher one, rejects the new holder. Safe,
-	// but an operator must raise the counter (README, "Fencing tokens").
+	// but an operator must raise the counter (docs/guarantees.md, fencing).
 	require.Less(t, fresh.Fence(), held[0].lock.Fence()+1)
 	accepted, err := writeResource(ctx, resourceRDB, "a", fresh.Fence(), "after the crash")
 	require.NoError(t, err)

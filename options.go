@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Defaults. Every option documents its default here and in README.md.
+// Defaults. Every option documents its default here and in docs/configuration.md.
 const (
 	// DefaultTTL is the lease a lock gets on the server when WithTTL is not given.
 	DefaultTTL = 30 * time.Second

@@ -17,7 +17,7 @@ import (
 )
 
 // failoverTrialsEnv sets how many failover trials TestSentinel runs per
-// row (default 3, to keep CI short). The README's figures come from
+// row (default 3, to keep CI short). The figures in docs/deployment.md come from
 //
 //	REDISLOCK_FAILOVER_TRIALS=50 go test -count=1 -timeout 60m -run 'TestSentinel$/failover' -v .
 const failoverTrialsEnv = "REDISLOCK_FAILOVER_TRIALS"

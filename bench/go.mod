@@ -2,14 +2,12 @@ module github.com/redislock/redislock/bench
 
 go 1.26.0
 
-replace github.com/redislock/redislock => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
-	github.com/redislock/redislock v0.0.0-00010101000000-000000000000
+	github.com/redislock/redislock v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

@@ -2,26 +2,18 @@ module github.com/redislock/redislock/examples
 
 go 1.26.0
 
-replace github.com/redislock/redislock => ../
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/ncruces/go-sqlite3 v0.37.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redislock/redislock v0.0.0-00010101000000-000000000000
-	modernc.org/sqlite v1.62.0
+	github.com/redislock/redislock v0.1.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/ncruces/go-strftime v1.1.0 // indirect
-	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/ncruces/go-sqlite3-wasm/v6 v6.5.35401 // indirect
+	github.com/ncruces/julianday v1.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	modernc.org/libc v1.80.1 // indirect
-	modernc.org/mathutil v1.7.1 // indirect
-	modernc.org/memory v1.12.1 // indirect
 )

@@ -2,12 +2,10 @@ module github.com/redislock/redislock/redislockotel
 
 go 1.26.0
 
-replace github.com/redislock/redislock => ../
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redislock/redislock v0.0.0-00010101000000-000000000000
+	github.com/redislock/redislock v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

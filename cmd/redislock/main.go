@@ -25,7 +25,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Exit codes of redislock itself. Every other code of "run" is the
@@ -110,7 +112,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 {
 			return usageError(stderr, "version takes no arguments")
 		}
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprintln(stdout, versionString(debug.ReadBuildInfo()))
 		return 0
 	case "help", "--help", "-help", "-h":
 		if len(args) > 2 {
@@ -134,25 +136,26 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	return usageError(stderr, "unknown command %q", args[0])
 }
 
-// usageError prints a usage error and returns exitUsage.
+// usageError prints a usage error, on one line, and returns exitUsage.
 func usageError(stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "redislock: "+format+"\n", args...)
-	fmt.Fprintln(stderr, `usage: redislock run [flags] NAME -- COMMAND [ARGS...] | status [flags] NAME | version (see "redislock help")`)
+	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", "; ")
+	fmt.Fprintf(stderr, "redislock: %s (usage: see \"redislock help\")\n", msg)
 	return exitUsage
 }
 
-// versionString returns "redislock " and the main module's version from the
-// build information: a release tag when installed with go install
-// (go install github.com/redislock/redislock/cmd/redislock@v1.2.3), a
-// version stamped from git when go build could, else "devel" followed by
-// the git revision when the build recorded one.
-func versionString() string {
-	info, ok := debug.ReadBuildInfo()
+// versionString returns "redislock" and the version of the module it was
+// built from, read from the build information: the release a go install
+// ...@vX.Y.Z fetched, or the version go build stamped from the git checkout
+// (v0.1.1-0.20261204...-abcdef+dirty); then the Go version and platform.
+// A build without either (go build with -buildvcs=false, or outside git)
+// says so rather than printing a bare "devel".
+func versionString(info *debug.BuildInfo, ok bool) string {
 	if !ok {
-		return "redislock devel"
+		return "redislock (unknown version: built without module information)"
 	}
+	platform := fmt.Sprintf(" (%s %s/%s)", info.GoVersion, runtime.GOOS, runtime.GOARCH)
 	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return "redislock " + v
+		return "redislock " + v + platform
 	}
 	var revision, dirty string
 	for _, setting := range info.Settings {
@@ -164,7 +167,7 @@ func versionString() string {
 		}
 	}
 	if revision == "" {
-		return "redislock devel"
+		return "redislock (devel: built from a source tree without version control information)" + platform
 	}
-	return "redislock devel (" + revision[:min(12, len(revision))] + dirty + ")"
+	return "redislock (devel: built from revision " + revision[:min(12, len(revision))] + dirty + ")" + platform
 }

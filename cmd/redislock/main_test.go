@@ -635,8 +635,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "job"}, "want NAME -- COMMAND"},
 		{[]string{"run", "job", "true"}, "want NAME -- COMMAND"},
 		{[]string{"run", "job", "--"}, "missing COMMAND"},
-		{[]string{"run", "--nope", "job", "--", "true"}, "flag provided but not defined: -nope"},
-		{[]string{"run", "--ttl", "soon", "job", "--", "true"}, `invalid value "soon" for flag -ttl`},
+		{[]string{"run", "--nope", "job", "--", "true"}, "flag provided but not defined: --nope"},
+		{[]string{"run", "--ttl", "soon", "job", "--", "true"}, `invalid value "soon" for flag --ttl`},
+		{[]string{"run", "--redis", "127.0.0.1:6379", "job", "--", "true"}, "--redis must look like redis://host:port"},
+		{[]string{"status", "--redis", "127.0.0.1:6379", "job"}, "--redis must look like redis://host:port"},
+		{[]string{"status", "--json=maybe", "job"}, `invalid boolean value "maybe" for --json`},
 		{[]string{"run", "--ttl", "0", "job", "--", "true"}, "below the 1ms minimum"},
 		{[]string{"run", "--wait", "-1s", "job", "--", "true"}, "negative --wait"},
 		{[]string{"run", "--grace", "-1s", "job", "--", "true"}, "negative --grace"},
@@ -659,6 +662,9 @@ func TestUsage(t *testing.T) {
 			require.Empty(t, stdout)
 			require.Contains(t, stderr, tc.want)
 			require.Contains(t, stderr, "usage")
+			if tc.args != nil { // no arguments at all prints the whole usage
+				require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			}
 		})
 	}
 
@@ -690,6 +696,6 @@ func TestUsage(t *testing.T) {
 		t.Parallel()
 		code, stdout, stderr := runCLI(t, environ, "version")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^redislock \S+( \(\w+(\+dirty)?\))?\n$`, stdout)
+		require.Regexp(t, `^redislock (v\S+|\(devel: [^)]+\)) \(go\S+ \w+/\w+\)\n$`, stdout)
 	})
 }

@@ -30,10 +30,10 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "redis", "", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS,\n"+
 		"unix:///path/to/redis.sock, with go-redis query options (?dial_timeout=3s...)\n"+
 		"(default $REDIS_URL, else "+defaultRedisURL+")")
-	fs.StringVar(&f.mode, "redis-mode", "standalone", "how to read --redis: `standalone` (one server), cluster (Redis Cluster;\n"+
-		"more seed nodes with ?addr=host:port), sentinel (?master_name=NAME&addr=host:port,\n"+
+	fs.StringVar(&f.mode, "redis-mode", "standalone", "how to read --redis; `MODE` is standalone (one server), cluster (Redis Cluster;\n"+
+		"more seed nodes with ?addr=host:port), or sentinel (?master_name=NAME&addr=host:port,\n"+
 		"the URL's host being a Sentinel)")
-	fs.StringVar(&f.prefix, "prefix", redislock.DefaultKeyPrefix, "key `prefix`: the lock key is PREFIX{NAME}, its fence counter PREFIX{NAME}:fence")
+	fs.StringVar(&f.prefix, "prefix", redislock.DefaultKeyPrefix, "key `PREFIX`: the lock key is PREFIX{NAME}, its fence counter PREFIX{NAME}:fence")
 }
 
 // resolvedURL returns --redis, else $REDIS_URL, else the local default.

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -68,12 +67,12 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags := flag.NewFlagSet("redislock run", flag.ContinueOnError)
 	flags.SetOutput(io.Discard) // errors and help are printed below, help on stdout
 	cfg.redis.register(flags)
-	flags.DurationVar(&cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis: how long it outlives a crashed redislock (at least 1ms)")
-	flags.DurationVar(&cfg.wait, "wait", 0, "how long to wait for a lock held by another holder; 0 skips at once")
-	flags.DurationVar(&cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL")
+	flags.DurationVar(&cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis, a `DURATION`: how long it outlives a crashed redislock (at least 1ms)")
+	flags.DurationVar(&cfg.wait, "wait", 0, "how long to wait for a lock held by another holder, a `DURATION`; 0 skips at once")
+	flags.DurationVar(&cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long (a `DURATION`) COMMAND has between SIGTERM and SIGKILL")
 	flags.BoolVar(&cfg.fencing, "fencing", false, "take a fencing token (a number that grows with every acquisition) into REDISLOCK_FENCE")
 	flags.BoolVar(&cfg.failOpen, "fail-open", false, "run COMMAND without the lock when Redis cannot be reached (default: fail closed, exit 69)")
-	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `code` (0-255) when another holder has the lock")
+	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `CODE` (0-255) when another holder has the lock")
 	flags.BoolVar(&cfg.verbose, "verbose", false, "log at Debug level (acquisition and release, with the token) instead of Warn")
 
 	if err := flags.Parse(args); err != nil {
@@ -81,7 +80,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 			fmt.Fprint(stdout, runUsage+flagDefaults(flags))
 			return cfg, 0, false
 		}
-		return cfg, usageError(stderr, "run: %v", err), false
+		return cfg, usageError(stderr, "run: %s", doubleDash(err)), false
 	}
 	rest := flags.Args()
 	switch {
@@ -128,7 +127,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redislock: %v\n", err)
 		return execFailureCode(err)
 	}
-	rdb, err := cfg.redis.client()
+	rdb, err := cfg.redis.connect()
 	if err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
@@ -147,21 +146,31 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		redislock.WithLogger(logger),
 		redislock.WithKeyPrefix(cfg.redis.prefix),
 		redislock.WithTTL(cfg.ttl))
+	start := time.Now()
 	lock, sig, err := acquire(locker, cfg, signals)
+	waited := ""
+	if cfg.wait > 0 {
+		waited = fmt.Sprintf(" after waiting %v", time.Since(start).Round(time.Millisecond))
+	}
 	switch {
 	case sig != nil:
-		fmt.Fprintf(stderr, "redislock: %v while acquiring %q: COMMAND was not run\n", sig, cfg.name)
+		fmt.Fprintf(stderr, "redislock: %v while acquiring %q%s: COMMAND was not run\n", sig, cfg.name, waited)
 		return exitSignalBase + int(sig.(syscall.Signal))
 	case err == nil:
 	case errors.Is(err, redislock.ErrInvalidArgument):
-		return usageError(stderr, "run: %v", err)
+		return usageError(stderr, "run: %s", line(err))
+	case errors.Is(err, redislock.ErrNotAcquired) && cfg.wait > 0:
+		// The library's error says why the wait ended (still held, or the
+		// deadline came during an attempt that Redis never answered).
+		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, line(err), cfg.skipCode)
+		return cfg.skipCode
 	case errors.Is(err, redislock.ErrNotAcquired):
 		fmt.Fprintf(stderr, "redislock: %q is held by another holder: skipped (exit %d)\n", cfg.name, cfg.skipCode)
 		return cfg.skipCode
 	case cfg.failOpen && isUnreachable(err):
-		logger.Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)", "name", cfg.name, "error", err)
+		logger.Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)", "name", cfg.name, "error", line(err))
 	default:
-		fmt.Fprintf(stderr, "%v: COMMAND was not run (fail closed; see --fail-open)\n", err)
+		fmt.Fprintf(stderr, "%s%s: COMMAND was not run (fail closed; see --fail-open)\n", line(err), waited)
 		return exitUnavailable
 	}
 	return supervise(cfg, lock, signals, logger, stderr)
@@ -262,7 +271,7 @@ wait:
 		case <-lost:
 			lost = nil
 			killedForLoss = true
-			fmt.Fprintf(stderr, "%v: sending SIGTERM to COMMAND, SIGKILL in %v\n", context.Cause(lock.Context()), cfg.grace)
+			fmt.Fprintf(stderr, "%s: sending SIGTERM to COMMAND, SIGKILL in %v\n", line(context.Cause(lock.Context())), cfg.grace)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			timer := time.NewTimer(cfg.grace)
 			defer timer.Stop()
@@ -357,13 +366,4 @@ func childEnv(base []string, name string, lock *redislock.Lock) []string {
 		env = append(env, envFence+"="+strconv.FormatInt(fence, 10))
 	}
 	return env
-}
-
-// flagDefaults returns the flag list of flags as PrintDefaults formats it.
-func flagDefaults(flags *flag.FlagSet) string {
-	var buf bytes.Buffer
-	flags.SetOutput(&buf)
-	flags.PrintDefaults()
-	flags.SetOutput(io.Discard)
-	return buf.String()
 }

@@ -60,13 +60,13 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this long")
+	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, statusUsage+flagDefaults(flags))
 			return 0
 		}
-		return usageError(stderr, "status: %v", err)
+		return usageError(stderr, "status: %s", doubleDash(err))
 	}
 	if flags.NArg() != 1 {
 		return usageError(stderr, "status: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
@@ -79,7 +79,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "status: %v", err)
 	}
-	rdb, err := conn.client()
+	rdb, err := conn.connect()
 	if err != nil {
 		return usageError(stderr, "status: %v", err)
 	}
@@ -90,7 +90,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	st, err := readStatus(ctx, rdb, name, key)
 	if err != nil {
-		fmt.Fprintf(stderr, "redislock: status of %q: %v\n", name, err)
+		fmt.Fprintf(stderr, "redislock: status of %q: %s\n", name, line(err))
 		return exitUnavailable
 	}
 	if asJSON {
@@ -108,11 +108,23 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 func readStatus(ctx context.Context, rdb redis.UniversalClient, name, key string) (lockStatus, error) {
 	var ttl *redis.DurationCmd
 	var fence *redis.StringCmd
+	var keyType, fenceType *redis.StatusCmd
 	_, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		keyType = pipe.Type(ctx, key)
+		fenceType = pipe.Type(ctx, key+":fence")
 		ttl = pipe.PTTL(ctx, key)
 		fence = pipe.Get(ctx, lockrules.Fence(key))
 		return nil
 	})
+	// A key of another type is someone else's data under our name, not a
+	// lock: say so, rather than "held" (PTTL works on any type) or
+	// WRONGTYPE (GET on the counter).
+	if t := keyType.Val(); t != "" && t != "string" && t != "none" {
+		return lockStatus{}, fmt.Errorf("%s holds a %s, not a lock", key, t)
+	}
+	if t := fenceType.Val(); t != "" && t != "string" && t != "none" {
+		return lockStatus{}, fmt.Errorf("%s:fence holds a %s, not a fence counter", key, t)
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return lockStatus{}, err
 	}

@@ -1,0 +1,166 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock"
+)
+
+// frozenMark is in the line a pod prints just before it stops itself; the
+// runner waits for it.
+const frozenMark = "FROZEN"
+
+// podMain is one pod: it runs the nightly settlement under the lock, as
+// every pod's scheduler does at 00:05, and returns the exit code.
+func podMain(name string) int {
+	start, err := strconv.ParseInt(os.Getenv(envStart), 10, 64)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envStart, err)
+		return 2
+	}
+	ttl, err := time.ParseDuration(os.Getenv(envTTL))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envTTL, err)
+		return 2
+	}
+	tl := &timeline{out: os.Stdout, start: time.Unix(0, start)}
+	date := os.Getenv(envDate)
+
+	db, err := openDB(os.Getenv(envDB))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	defer db.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	defer rdb.Close()
+	locker := redislock.New(rdb, redislock.WithTTL(ttl), redislock.WithFencing(),
+		redislock.WithLogger(slog.New(logHandler{tl, name})))
+	lockName := "settlement:" + date
+
+	// settle is the job: idempotent by status, and its one write carries the
+	// fence. The pod that wins the first round freezes before writing.
+	settle := func(ctx context.Context, freeze bool) error {
+		fence, _ := redislock.FenceFromContext(ctx)
+		tl.say(name, "acquired %s with fence %d, settling", lockName, fence)
+		var status string
+		var doneFence int64
+		if err := db.QueryRowContext(ctx, `SELECT status, fence FROM settlement WHERE settle_date = ?`, date).Scan(&status, &doneFence); err != nil {
+			return err
+		}
+		if status == "done" {
+			tl.say(name, "already settled (fence %d): nothing to do", doneFence)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond) // the settlement work itself
+		if freeze {
+			tl.say(name, "%s before writing: SIGSTOP stops every thread, its watchdog's too, as a long GC pause or a frozen VM would", frozenMark)
+			// The stop is asynchronous (another thread of ours may be the one
+			// to take SIGSTOP, and it may wait for a CPU), so this goroutine
+			// goes on only once SIGCONT has come: nothing of the job runs
+			// between the freeze and the wake-up, even on a loaded machine.
+			continued := make(chan os.Signal, 1)
+			signal.Notify(continued, syscall.SIGCONT)
+			if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+				return err
+			}
+			<-continued
+			signal.Stop(continued)
+			tl.say(name, "woke up (SIGCONT): it was past its last look at the lock, so it writes with fence %d", fence)
+		}
+		// Not ctx: this write stands for one already under way when the
+		// pause hit. Only the database can refuse it now.
+		res, err := db.Exec(settleSQL, name, fence, date, fence)
+		if err != nil {
+			return err
+		}
+		if rows, err := res.RowsAffected(); err != nil {
+			return err
+		} else if rows == 0 {
+			tl.say(name, "write REJECTED by the database: fence %d is not above the last accepted one (0 rows updated)", fence)
+			return nil
+		}
+		tl.say(name, "wrote status=done with fence %d (1 row updated)", fence)
+		return nil
+	}
+
+	// The scheduler fires: one attempt, as a scheduled job should (skip if
+	// another pod has it).
+	err = locker.RunWithLock(context.Background(), lockName, func(ctx context.Context) error {
+		return settle(ctx, true)
+	})
+	if errors.Is(err, redislock.ErrNotAcquired) {
+		// This demo's pods then wait their turn, to show the takeover.
+		tl.say(name, "skipped: another pod holds %s; waiting for it (up to %v)", lockName, 10*ttl)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*ttl)
+		defer cancel()
+		err = locker.RunWithLock(ctx, lockName, func(ctx context.Context) error {
+			return settle(ctx, false)
+		}, redislock.WithRetry(redislock.LinearBackoff(200*time.Millisecond)))
+	}
+	var lost *redislock.LostError
+	switch {
+	case errors.As(err, &lost):
+		tl.say(name, "RunWithLock: the lock was lost during the job: %s", lost.Reason)
+		tl.say(name, "(%s)", whyLost(lost.Reason))
+	case err != nil:
+		tl.say(name, "error: %v", err)
+		return 1
+	}
+
+	// Graceful shutdown goes here: once Client.Close lands, a pod stopping
+	// mid-job calls locker.Close(ctx), which releases its locks at once
+	// (the next pod takes over without waiting for the TTL) and stops the
+	// watchdog. Until then a pod that exits leaves a held lock to its TTL.
+	return 0
+}
+
+// whyLost says what a loss reason means for the frozen pod. Which one it
+// gets is a race on waking: its watchdog's first extension finds the key
+// gone (Expired), or its safe-deadline timer, already past, fires first
+// (Unreachable).
+func whyLost(reason redislock.LostReason) string {
+	switch reason {
+	case redislock.Expired:
+		return "its first extension after waking found the key gone: the lease ran out while it was frozen"
+	case redislock.Unreachable:
+		return "its safe deadline passed while it was frozen; Redis was up, but a frozen process cannot tell its own pause from an outage"
+	case redislock.Taken:
+		return "another pod held the key when it woke"
+	}
+	return "see the log"
+}
+
+// logHandler puts the library's Warn and Error logs on the timeline.
+type logHandler struct {
+	tl  *timeline
+	pod string
+}
+
+func (h logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h logHandler) WithGroup(string) slog.Handler                { return h }
+func (h logHandler) Handle(_ context.Context, r slog.Record) error {
+	var attrs []string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" || a.Key == "name" {
+			attrs = append(attrs, a.Key+"="+a.Value.String())
+		}
+		return true
+	})
+	h.tl.say(h.pod, "[log %s] %s %s", r.Level, r.Message, strings.Join(attrs, " "))
+	return nil
+}
