@@ -121,10 +121,15 @@ func podMain(name string) int {
 		return 1
 	}
 
-	// Graceful shutdown goes here: once Client.Close lands, a pod stopping
-	// mid-job calls locker.Close(ctx), which releases its locks at once
-	// (the next pod takes over without waiting for the TTL) and stops the
-	// watchdog. Until then a pod that exits leaves a held lock to its TTL.
+	// Graceful shutdown: Close releases whatever the pod still holds at
+	// once (the next pod takes over without waiting for the TTL; see
+	// ExampleClient_Close for the hand-over) and stops the watchdog.
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := locker.Close(shutdown); err != nil {
+		tl.say(name, "close: %v", err)
+		return 1
+	}
 	return 0
 }
 
