@@ -75,7 +75,7 @@ func TestAPlainLockIsOneSETOnceTheScriptsRan(t *testing.T) {
 		hook.take()
 		l, err = c.Acquire(ctx, "fenced", redislock.WithFencing())
 		require.NoError(t, err)
-		require.Equal(t, int64(1), l.Fence())
+		require.Positive(t, l.Fence())
 		require.NoError(t, l.Release(ctx))
 		names := hook.take()
 		require.Equal(t, []string{"evalsha", "evalsha"}, names, strings.Join(names, " "))

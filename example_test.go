@@ -14,12 +14,15 @@ import (
 )
 
 // exampleRedis starts an in-memory Redis for the examples; in production,
-// pass your own go-redis client.
+// pass your own go-redis client. Its clock is frozen at 2026-12-04 00:00
+// UTC, so that fences, which follow the server's clock (see
+// Example_fencing), print the same in every run.
 func exampleRedis() (*redis.Client, func()) {
 	mini, err := miniredis.Run()
 	if err != nil {
 		panic(err)
 	}
+	mini.SetTime(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
 	return rdb, func() { _ = rdb.Close(); mini.Close() }
 }
@@ -90,6 +93,10 @@ func (t *settlementTable) update(date string, status, fence int64) (rowsAffected
 	return 1
 }
 
+// A fence is the lock's counter, raised to the server's clock in
+// microseconds when it is below: numbers about 1.8e15, strictly growing
+// for each name even when the counter is lost (restart, eviction,
+// FLUSHALL). Here the server's clock is frozen, so B's is A's plus one.
 func Example_fencing() {
 	rdb, stop := exampleRedis()
 	defer stop()
@@ -109,8 +116,8 @@ func Example_fencing() {
 	fmt.Println("A writes:", table.update("2026-12-02", 1, a.Fence()), "rows")
 	_ = b.Release(ctx)
 	// Output:
-	// A holds fence 1
-	// B holds fence 2 and writes: 1 row
+	// A holds fence 1796342400000000
+	// B holds fence 1796342400000001 and writes: 1 row
 	// A writes: 0 rows
 }
 

@@ -20,12 +20,18 @@ import "context"
 // The counter's lifecycle: it lives at the key "<lock key>:fence", in the
 // same hash slot as the lock, created at the first fenced acquisition, and
 // it has no expiry: it must outlive every holder, so it is never deleted by
-// this package. It costs one small integer key per lock name. If it is lost
-// (a Redis restart without persistence, a FLUSHALL, a failover that did not
-// replicate it) the numbers start again from 1, and a resource that
-// remembered a higher number will refuse every write: the failure is safe
-// but needs an operator, who sets the counter back above the highest fence
-// the resource holds (SET <key>:fence N). Plain locks never touch it.
+// this package. It costs one small integer key per lock name. Plain locks
+// never touch it.
+//
+// Fences never go backwards, even when the counter is lost (a restart
+// without persistence, eviction, FLUSHALL), restored from an older
+// snapshot, or promoted from a replica that missed writes: the script
+// raises a counter that is below the server's clock (TIME, in
+// microseconds) to it. Fences are therefore about 1.8e15 (an int64, and a
+// JavaScript-safe number until the 2250s), consecutive holders differ by
+// the microseconds between them (at least 1), and the guarantee holds as
+// long as the servers' clocks do not step back by more than the outage
+// lasted.
 
 // lockKey is the context key under which a lock's context and
 // RunWithLock's fn context carry the *Lock.

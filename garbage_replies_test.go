@@ -520,7 +520,7 @@ func TestAFenceCounterBelowZeroIsAnErrorNeverALock(t *testing.T) {
 		require.NoError(t, b.rdb.Set(ctx, "lock:{job}:fence", "0", 0).Err())
 		l, err := c.Acquire(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, int64(1), l.Fence())
+		require.Positive(t, l.Fence())
 		require.NoError(t, l.Release(ctx))
 	})
 }

@@ -166,3 +166,11 @@ func countScripts(names []string) int {
 	}
 	return n
 }
+
+// frozenClock is a fixed instant for miniredis (Miniredis.SetTime), whose
+// TIME follows its own clock: fenced acquisitions then get frozenMicros,
+// frozenMicros+1, … (a fence is the counter raised to TIME in µs).
+var (
+	frozenClock  = time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	frozenMicros = frozenClock.UnixMicro()
+)

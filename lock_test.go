@@ -250,7 +250,6 @@ func TestFencingTokensIncreaseAcrossHolders(t *testing.T) {
 			last = l.Fence()
 			require.NoError(t, l.Release(ctx))
 		}
-		require.EqualValues(t, 5, last, "consecutive holders got consecutive fences")
 
 		plain, err := redislock.New(b.rdb, quiet).Acquire(ctx, "settlement:2026-12-02")
 		require.NoError(t, err)
@@ -353,9 +352,10 @@ func TestNoscriptRecovery(t *testing.T) {
 		require.NoError(t, b.rdb.ScriptFlush(ctx).Err())
 		require.NoError(t, l.Release(ctx))
 		require.NoError(t, b.rdb.ScriptFlush(ctx).Err())
+		first := l.Fence()
 		l, err = c.Acquire(ctx, "job")
 		require.NoError(t, err)
-		require.EqualValues(t, 2, l.Fence())
+		require.Greater(t, l.Fence(), first)
 		require.NoError(t, l.Release(ctx))
 	})
 }
@@ -503,7 +503,9 @@ func TestMaxHold(t *testing.T) {
 }
 
 func TestObserverSeesEveryEvent(t *testing.T) {
-	mini := newMini(t)
+	server := newMiniServer(t)
+	server.SetTime(frozenClock) // fences follow the server's TIME: freeze it
+	mini := newRedisClient(t, server.Addr())
 	obs := &recordingObserver{}
 	c := redislock.New(mini, quiet, redislock.WithObserver(obs), redislock.WithFencing())
 	ctx := context.Background()
@@ -523,11 +525,11 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	require.Equal(t, []string{
-		"acquire job acquired=true attempts=1 fence=1",
+		fmt.Sprintf("acquire job acquired=true attempts=1 fence=%d", frozenMicros),
 		"acquire job acquired=false attempts=1 fence=0",
 		"extend job watchdog=false err=<nil>",
 		"release job err=<nil>",
-		"acquire job acquired=true attempts=1 fence=2",
+		fmt.Sprintf("acquire job acquired=true attempts=1 fence=%d", frozenMicros+1),
 		"lost job reason=expired",
 		`extend job watchdog=false err=redislock: lock not held: "job": expired`,
 		`release job err=redislock: lock not held: "job": expired`,

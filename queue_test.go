@@ -76,7 +76,7 @@ func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
 		require.NoError(t, holder.Release(ctx))
 		got := <-first
 		require.NoError(t, got.err)
-		require.Equal(t, holder.Fence()+1, got.l.Fence(), "the hand-over gives a fence of its own")
+		require.Greater(t, got.l.Fence(), holder.Fence(), "the hand-over gives a fence of its own")
 		require.Equal(t, got.l.Token(), b.rdb.Get(ctx, "lock:{job}").Val())
 		require.Greater(t, b.rdb.PTTL(ctx, "lock:{job}").Val(), 20*time.Second, "the waiter renewed the lease to its own TTL")
 		require.Equal(t, []string{"evalsha"}, firstPod.cmds.take(), "one command to claim the lock handed over")
@@ -91,7 +91,7 @@ func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
 		require.NoError(t, got.l.Release(ctx))
 		got = <-second
 		require.NoError(t, got.err)
-		require.Equal(t, holder.Fence()+2, got.l.Fence())
+		require.Greater(t, got.l.Fence(), holder.Fence()+1)
 		require.NoError(t, got.l.Release(ctx))
 		require.Zero(t, b.rdb.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
 	})

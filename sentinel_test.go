@@ -34,7 +34,7 @@ func TestSentinel(t *testing.T) {
 		c := redislock.New(rdb, quiet, redislock.WithFencing())
 		l, err := c.Acquire(ctx, "job", redislock.WithTTL(300*time.Millisecond), redislock.WithObserver(clock))
 		require.NoError(t, err)
-		require.EqualValues(t, 1, l.Fence())
+		require.Positive(t, l.Fence())
 		_, err = c.Acquire(ctx, "job")
 		require.ErrorIs(t, err, redislock.ErrNotAcquired)
 		eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 4 }, "the watchdog extended the lock")
@@ -45,7 +45,7 @@ func TestSentinel(t *testing.T) {
 		err = c.RunWithLock(ctx, "job", func(ctx context.Context) error {
 			fence, ok := redislock.FenceFromContext(ctx)
 			require.True(t, ok)
-			require.EqualValues(t, 2, fence)
+			require.Greater(t, fence, l.Fence())
 			return nil
 		})
 		require.NoError(t, err)

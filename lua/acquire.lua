@@ -14,7 +14,9 @@
 -- ARGV[4]  the caller waits: keep its place in the queue for this many ms;
 --          '0': it does not wait, and does not queue
 -- Returns one integer (an array would cost the client more to read):
---          fence >= 1   acquired with ARGV[3] = '1' (also when the key
+--          fence >= 1   acquired with ARGV[3] = '1': the counter's next
+--                       value, raised to the server's TIME in microseconds
+--                       if it is below (also when the key
 --                       already holds ARGV[1]: the lock was handed to this
 --                       waiter by a release, or a retried command whose
 --                       first reply was lost)
@@ -56,6 +58,26 @@ if ours then
     -- "held", and could repeat a number already handed out.
     redis.call('DEL', KEYS[1])
     return redis.error_reply('ERR the fence counter ' .. KEYS[2] .. ' gave ' .. fence .. ', not a positive number')
+  end
+  -- Fences never go backwards, even when the counter was lost (a restart
+  -- without persistence, eviction, FLUSHALL), came back from an older
+  -- snapshot, or from a replica that missed writes: a counter below the
+  -- server's clock in microseconds is raised to it. Every fence handed out
+  -- before was at most the clock of its own acquisition, so this one is
+  -- above them all, as long as the clock has not stepped back by more than
+  -- the outage lasted. (About 1.8e15 today: exact in a Lua number, an
+  -- int64, a JavaScript number and SQL's BIGINT until the 2250s.)
+  local now = redis.pcall('TIME')
+  if type(now) == 'table' and now.err then
+    -- Not allowed to read the clock (an ACL without +time): no fence
+    -- that could repeat one, and nothing left held.
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('ERR a fence needs the server clock (TIME), which this user may not read: ' .. now.err)
+  end
+  local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if fence < micros then
+    redis.call('SET', KEYS[2], string.format('%d', micros))
+    fence = micros
   end
   return fence
 end

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,23 @@ func TestTheFrozenPodsLateWriteIsRejected(t *testing.T) {
 	text := out.String()
 	count := func(s string) int { return strings.Count(text, s) }
 
-	t.Run("one pod wins the first round, the other two skip", func(t *testing.T) {
-		if n := count("with fence 1, settling"); n != 1 {
-			t.Errorf("%d pods acquired with fence 1, want 1", n)
+	// The fences, in the order the pods acquired: the server's clock in
+	// µs, each above the one before.
+	var fences []string
+	for _, m := range regexp.MustCompile(`acquired settlement:2026-12-02 with fence (\d+), settling`).FindAllStringSubmatch(text, -1) {
+		fences = append(fences, m[1])
+	}
+	if len(fences) != 3 {
+		t.Fatalf("%d acquisitions, want 3", len(fences))
+	}
+	for i := 1; i < len(fences); i++ {
+		prev, _ := strconv.ParseInt(fences[i-1], 10, 64)
+		next, _ := strconv.ParseInt(fences[i], 10, 64)
+		if next <= prev {
+			t.Errorf("fence %d after %d: fences went backwards", next, prev)
 		}
+	}
+	t.Run("one pod wins the first round, the other two skip", func(t *testing.T) {
 		if n := count("skipped: another pod holds settlement:2026-12-02"); n != 2 {
 			t.Errorf("%d pods skipped, want 2", n)
 		}
@@ -62,11 +76,11 @@ func TestTheFrozenPodsLateWriteIsRejected(t *testing.T) {
 			t.Errorf("frozen for %v, less than the TTL", res.wokenAt-res.frozenAt)
 		}
 	})
-	t.Run("another pod settles with fence 2, the third finds it done", func(t *testing.T) {
+	t.Run("another pod settles with the second fence, the third finds it done", func(t *testing.T) {
 		for _, want := range []string{
-			"wrote status=done with fence 2 (1 row updated)",
-			"with fence 3, settling",
-			"already settled (fence 2): nothing to do",
+			"wrote status=done with fence " + fences[1] + " (1 row updated)",
+			"with fence " + fences[2] + ", settling",
+			"already settled (fence " + fences[1] + "): nothing to do",
 			"status=done by pod-",
 		} {
 			if count(want) != 1 {
@@ -79,7 +93,7 @@ func TestTheFrozenPodsLateWriteIsRejected(t *testing.T) {
 	})
 	t.Run("the frozen pod's write is rejected and it learns its lock was lost", func(t *testing.T) {
 		for _, want := range []string{
-			res.frozenPod + "   write REJECTED by the database: fence 1",
+			res.frozenPod + "   write REJECTED by the database: fence " + fences[0],
 			res.frozenPod + "   RunWithLock: the lock was lost during the job",
 			res.frozenPod + "   [log ERROR] redislock: lock lost",
 		} {
@@ -146,6 +160,7 @@ var masks = []struct {
 	{regexp.MustCompile(`^ *\d+\.\d\ds`), "T"},
 	{regexp.MustCompile(`\d+\.\d\ds\b`), "Ds"},
 	{regexp.MustCompile(`pod-\d`), "pod-N"},
+	{regexp.MustCompile(`\b\d{13,}\b`), "FENCE"}, // fences follow the server's clock in µs
 	{regexp.MustCompile(`\d{4}-\d\d-\d\d`), "DATE"},
 	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "ADDR"},
 	// The frozen pod's loss reason is a race on waking (see whyLost).
