@@ -77,6 +77,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redislock: acquire %q: context already done: %w", name, err)
 	}
+	c.checkServer(ctx, o)
 	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, start: time.Now()}
 	a.init(names, keyLen)
 	defer a.close()

@@ -39,6 +39,10 @@ type Client struct {
 	// watchdog, alarms and janitor.
 	bg background
 
+	// serverChecked: the first lock's look at the server (see
+	// checkServer) is done.
+	serverChecked sync.Once
+
 	init      sync.Once
 	scheduler *scheduler
 	deadlines *alarms

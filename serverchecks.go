@@ -1,0 +1,67 @@
+package redislock
+
+import (
+	"context"
+	"time"
+)
+
+// Know the server you lock on: on a Client's first lock, one best-effort
+// look at the settings that can make two holders without any failure of
+// ours. Only eviction for now: under maxmemory, a policy other than
+// noeviction removes lock keys (they carry a TTL) and, with allkeys-*,
+// fence counters too. A user who may not read the config gets no warning
+// and no error (Debug only). After the first call this costs one atomic
+// load (sync.Once).
+
+// serverChecker is implemented by stores that can read their server's
+// settings.
+type serverChecker interface {
+	// evictionPolicy returns maxmemory and maxmemory-policy.
+	evictionPolicy(ctx context.Context) (maxmemory, policy string, err error)
+}
+
+// serverCheckTimeout bounds the check: it must not hold up the first lock.
+const serverCheckTimeout = 500 * time.Millisecond
+
+// checkServer runs the check once per Client, logging with the first
+// call's logger.
+func (c *Client) checkServer(ctx context.Context, o *options) {
+	c.serverChecked.Do(func() {
+		sc, ok := c.store.(serverChecker)
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverCheckTimeout)
+		defer cancel()
+		maxmemory, policy, err := sc.evictionPolicy(ctx)
+		logger := o.log()
+		switch {
+		case err != nil:
+			logger.Debug("redislock: could not read the server's eviction policy", "error", err)
+		case policy == "noeviction" || policy == "":
+		case maxmemory == "0":
+			logger.Debug("redislock: the server has no memory limit, so its eviction policy does not apply", "maxmemory_policy", policy)
+		default:
+			logger.Warn("redislock: Redis may evict lock keys under memory pressure: a lock can vanish while held and another instance take it"+
+				evictsCounters(policy)+"; set maxmemory-policy noeviction on servers that hold locks",
+				"maxmemory_policy", policy, "maxmemory", maxmemory)
+		}
+	})
+}
+
+// evictsCounters says what else a policy evicts.
+func evictsCounters(policy string) string {
+	if len(policy) >= 8 && policy[:8] == "allkeys-" {
+		return ", and fence counters too, so fences can start again below numbers already handed out"
+	}
+	return ""
+}
+
+// evictionPolicy reads both settings with one CONFIG GET.
+func (s singleStore) evictionPolicy(ctx context.Context) (maxmemory, policy string, err error) {
+	values, err := s.rdb.ConfigGet(ctx, "maxmemory*").Result()
+	if err != nil {
+		return "", "", err
+	}
+	return values["maxmemory"], values["maxmemory-policy"], nil
+}

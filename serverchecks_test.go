@@ -1,0 +1,59 @@
+package redislock_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// On a Client's first lock, a server that can evict lock keys is said once
+// at Warn; a safe one, or a user who may not read the config, is not.
+func TestAServerThatEvictsLockKeysIsWarnedOnce(t *testing.T) {
+	server := redistest.Start(t)
+	admin := newRedisClient(t, server.Addr())
+	ctx := context.Background()
+	warnings := func(c *redislock.Client, logs *logRecorder) []string {
+		t.Helper()
+		for range 2 {
+			l, err := c.Acquire(ctx, "job")
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+		}
+		var warns []string
+		for _, line := range logs.lines() {
+			if strings.HasPrefix(line, "WARN ") {
+				warns = append(warns, line)
+			}
+		}
+		return warns
+	}
+
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "100mb").Err())
+	for policy, counters := range map[string]bool{"allkeys-lru": true, "volatile-lru": false} {
+		require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", policy).Err())
+		logs := &logRecorder{}
+		warns := warnings(redislock.New(admin, redislock.WithLogger(slog.New(logs))), logs)
+		require.Len(t, warns, 1, "%s: once per Client", policy)
+		require.Contains(t, warns[0], "maxmemory-policy noeviction")
+		require.Contains(t, warns[0], "maxmemory_policy="+policy)
+		require.Equal(t, counters, strings.Contains(warns[0], "fence counters too"), policy)
+	}
+
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	logs := &logRecorder{}
+	require.Empty(t, warnings(redislock.New(admin, redislock.WithLogger(slog.New(logs))), logs), "noeviction is safe")
+
+	// A user without CONFIG: no warning, no error.
+	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	restricted := setACLUser(t, admin, "noconfig", append([]string{"~*", "&*"}, minimalACLCommands...)...)
+	logs = &logRecorder{}
+	require.Empty(t, warnings(redislock.New(restricted, redislock.WithLogger(slog.New(logs))), logs))
+	_, debug := logs.find(slog.LevelDebug, "could not read the server's eviction policy")
+	require.True(t, debug, "%v", logs.lines())
+}
