@@ -654,6 +654,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"status", "a", "b"}, "want exactly one NAME"},
 		{[]string{"status", "--timeout", "0s", "job"}, "must be positive"},
 		{[]string{"status", "}job"}, "empty hash tag"},
+		{[]string{"doctor", "job"}, "doctor: takes no arguments"},
+		{[]string{"doctor", "--ttl", "0s"}, "must be positive"},
+		{[]string{"doctor", "--timeout", "-1s"}, "must be positive"},
+		{[]string{"doctor", "--redis", "127.0.0.1:6379"}, "--redis must look like redis://host:port"},
+		{[]string{"doctor", "--prefix", "{}"}, "empty hash tag"},
 	} {
 		t.Run(fmt.Sprintf("%q is a usage error", tc.args), func(t *testing.T) {
 			t.Parallel()
@@ -678,7 +683,7 @@ func TestUsage(t *testing.T) {
 
 	t.Run("help is printed on stdout with exit 0, exit codes included", func(t *testing.T) {
 		t.Parallel()
-		for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "run"}, {"run", "--help"}, {"help", "status"}, {"status", "-h"}} {
+		for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "run"}, {"run", "--help"}, {"help", "status"}, {"status", "-h"}, {"help", "doctor"}, {"doctor", "--help"}} {
 			code, stdout, stderr := runCLI(t, environ, args...)
 			require.Equal(t, 0, code, "%q: %s", args, stderr)
 			require.Empty(t, stderr, args)
