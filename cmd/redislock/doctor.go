@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +113,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redislock: doctor: Redis cannot be reached: %s\n", line(err))
 		return exitUnavailable
 	}
-	d := &doctor{rdb: rdb, prefix: conn.prefix, ttl: ttl, sentinel: conn.mode == "sentinel"}
+	d := &doctor{rdb: rdb, prefix: conn.prefix, ttl: ttl, sentinel: conn.mode == "sentinel", cluster: conn.mode == "cluster"}
 	checks := d.run(ctx)
 
 	code := 0
@@ -145,6 +146,7 @@ type doctor struct {
 	prefix   string
 	ttl      time.Duration
 	sentinel bool // the client found the primary through Sentinel
+	cluster  bool // a Redis Cluster client
 
 	// Read once by run, shared by the checks; nil when INFO was refused.
 	info    map[string]string
@@ -445,22 +447,32 @@ func needs(key string, cluster bool) []need {
 func (d *doctor) permissions(ctx context.Context) check {
 	const name = "permissions"
 	key, _ := lockKey(d.prefix, "redislock-doctor-"+rand.Text()[:8]) // the prefix was checked by cmdDoctor
-	list := needs(key, d.info["redis_mode"] == "cluster")
+	list := needs(key, d.cluster || d.info["redis_mode"] == "cluster")
 
 	username, err := d.rdb.Do(ctx, "ACL", "WHOAMI").Text()
 	user, method := "user "+username, "ACL DRYRUN"
-	allowed := func(n need) (bool, error) { return d.dryRun(ctx, username, n) }
+	allowed := func(n need) (bool, string, error) {
+		ok, err := d.dryRun(ctx, username, n)
+		return ok, "", err
+	}
 	if err == nil {
 		// Redis before 7 has no DRYRUN; a user without ACL rights may not run it.
-		_, err = allowed(list[0])
+		_, _, err = allowed(list[0])
 	}
 	if err != nil {
 		user, method = "the current user", "a probe on "+key+", deleted afterwards"
-		allowed = func(n need) (bool, error) { return d.probe(ctx, n) }
+		allowed = func(n need) (bool, string, error) { return d.probe(ctx, n) }
 	}
 	var lackRequired, lackOptional []string
 	for _, n := range list {
-		ok, err := allowed(n)
+		ok, other, err := allowed(n)
+		if other != "" {
+			// The client could not send n at all: what it needed is required.
+			if !slices.Contains(lackRequired, other) {
+				lackRequired = append(lackRequired, other)
+			}
+			continue
+		}
 		if err != nil {
 			// Best effort: a probe cut short may have left the key.
 			_ = d.rdb.Del(context.WithoutCancel(ctx), key).Err()
@@ -532,11 +544,15 @@ func (d *doctor) dryRun(ctx context.Context, user string, n need) (bool, error) 
 	return reply == "OK", nil
 }
 
+// refusedCommand matches the command a NOPERM reply names ("NOPERM this
+// user has no permissions to run the 'evalsha' command").
+var refusedCommand = regexp.MustCompile(`'([^']+)' command`)
+
 // probe runs n and reports whether the server refused it with NOPERM. Any
 // other reply, errors included (WRONGTYPE, NOSCRIPT, not an integer),
-// proves the right.
-func (d *doctor) probe(ctx context.Context, n need) (bool, error) {
-	var err error
+// proves the right. A refusal of another command (the cluster client's
+// CLUSTER SLOTS, say) is returned as that command: the client needs it too.
+func (d *doctor) probe(ctx context.Context, n need) (ok bool, other string, err error) {
 	if n.subscribe {
 		var pubsub *redis.PubSub
 		if n.probe[0] == "SSUBSCRIBE" {
@@ -553,15 +569,17 @@ func (d *doctor) probe(ctx context.Context, n need) (bool, error) {
 		}
 		err = d.rdb.Do(ctx, args...).Err()
 	}
-	switch {
-	case isRefusal(err):
-		return false, nil
-	case err == nil || errors.Is(err, redis.Nil):
-		return true, nil
-	}
 	var redisErr redis.Error
-	if errors.As(err, &redisErr) {
-		return true, nil
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		return true, "", nil
+	case isRefusal(err):
+		if m := refusedCommand.FindStringSubmatch(err.Error()); m != nil && !strings.EqualFold(m[1], n.command) {
+			return false, strings.ToLower(m[1]), nil
+		}
+		return false, "", nil
+	case errors.As(err, &redisErr):
+		return true, "", nil
 	}
-	return false, err
+	return false, "", err
 }

@@ -320,3 +320,42 @@ func TestDoctorWording(t *testing.T) {
 		require.Equal(t, "a b c", oneLine("a\nb\r\n c"))
 	})
 }
+
+func TestDoctorOnACluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t)
+	seed := cluster.Nodes[0].Addr()
+
+	t.Run("a cluster client reports a cluster node and probes sharded pub/sub", func(t *testing.T) {
+		code, checks := runDoctor(t, env("REDIS_URL=redis://"+seed), "--redis-mode", "cluster")
+		require.Equal(t, 0, code, checks)
+		require.Regexp(t, `^Redis \S+, Redis Cluster node \((primary|replica)\)$`, checks["server"].Detail)
+		require.Equal(t, statusOK, checks["permissions"].Status, checks["permissions"])
+	})
+
+	t.Run("a cluster user without CLUSTER SLOTS is broken: the client cannot route", func(t *testing.T) {
+		for _, n := range cluster.Nodes {
+			addUser(t, n, "router", append(without(minimalACL, "+publish"), "+spublish", "+ssubscribe")...)
+		}
+		code, checks := runDoctor(t, env("REDIS_URL=redis://router:pw@"+seed), "--redis-mode", "cluster")
+		require.Equal(t, exitBroken, code, checks)
+		require.Contains(t, checks["permissions"].Detail, "the current user lacks cluster|slots: locks fail with NOPERM")
+	})
+
+	t.Run("a cluster user without SPUBLISH is told so", func(t *testing.T) {
+		for _, n := range cluster.Nodes {
+			addUser(t, n, "locker", append(without(minimalACL, "+publish"), "+spublish", "+ssubscribe", "+cluster|slots")...)
+		}
+		code, checks := runDoctor(t, env("REDIS_URL=redis://locker:pw@"+seed), "--redis-mode", "cluster")
+		require.Equal(t, 0, code, checks)
+		require.Equal(t, statusOK, checks["permissions"].Status, checks["permissions"])
+
+		for _, n := range cluster.Nodes {
+			addUser(t, n, "locker", "-spublish")
+		}
+		code, checks = runDoctor(t, env("REDIS_URL=redis://locker:pw@"+seed), "--redis-mode", "cluster")
+		require.Equal(t, 0, code, checks)
+		require.Equal(t, statusRisk, checks["permissions"].Status, checks["permissions"])
+		require.Contains(t, checks["permissions"].Detail, "lacks the optional spublish")
+	})
+}
