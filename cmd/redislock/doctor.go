@@ -110,7 +110,12 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	// A refused PING (NOPERM) is an answer: the server is there.
 	if err := rdb.Ping(ctx).Err(); err != nil && !isRefusal(err) {
-		fmt.Fprintf(stderr, "redislock: doctor: Redis cannot be reached: %s\n", line(err))
+		what := "Redis cannot be reached"
+		var redisErr redis.Error
+		if errors.As(err, &redisErr) {
+			what = "Redis refused the connection" // a wrong password, LOADING...
+		}
+		fmt.Fprintf(stderr, "redislock: doctor: %s: %s\n", what, line(err))
 		return exitUnavailable
 	}
 	d := &doctor{rdb: rdb, prefix: conn.prefix, ttl: ttl, sentinel: conn.mode == "sentinel", cluster: conn.mode == "cluster"}
@@ -118,7 +123,8 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 
 	code := 0
 	counts := map[string]int{}
-	for _, c := range checks {
+	for i, c := range checks {
+		checks[i].Detail = oneLine(c.Detail)
 		counts[c.Status]++
 		if c.Status == statusBroken {
 			code = exitBroken
@@ -130,7 +136,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	for _, c := range checks {
-		fmt.Fprintf(stdout, "%-7s  %-11s  %s\n", c.Status, c.Check, oneLine(c.Detail))
+		fmt.Fprintf(stdout, "%-7s  %-11s  %s\n", c.Status, c.Check, c.Detail)
 	}
 	fmt.Fprintf(stdout, "%d ok, %d risk, %d broken, %d unknown\n",
 		counts[statusOK], counts[statusRisk], counts[statusBroken], counts[statusUnknown])

@@ -267,6 +267,17 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 
+	t.Run("a wrong password exits 69 and says Redis refused", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, "--requirepass", "right")
+		code, stdout, stderr := runCLI(t, env("REDIS_URL=redis://:wrong@"+srv.Addr()), "doctor")
+		require.Equal(t, exitUnavailable, code, stderr)
+		require.Empty(t, stdout)
+		require.Contains(t, stderr, "redislock: doctor: Redis refused the connection: WRONGPASS")
+		require.NotContains(t, stderr, "wrong@")
+		require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	})
+
 	t.Run("the text report is one line per check and a count that matches the JSON", func(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-random")
