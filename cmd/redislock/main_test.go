@@ -306,14 +306,18 @@ func TestRun(t *testing.T) {
 		environ := serverEnv(srv, t.TempDir(), "REDISLOCK_FENCE=99", "REDISLOCK_TOKEN=outer")
 
 		var tokens []string
-		for want := 1; want <= 2; want++ {
+		var last int64
+		for range 2 {
 			code, stdout, stderr := runCLI(t, environ, "run", "--fencing", "nightly-report", "--", "sh", "-c", script)
 			require.Equal(t, 0, code, stderr)
 			fields := strings.Split(strings.TrimSuffix(stdout, "\n"), "|")
 			require.Len(t, fields, 3, stdout)
 			require.Equal(t, "nightly-report", fields[0])
 			require.Regexp(t, `^[A-Z2-7]{26}$`, fields[1], "a fresh 130-bit token")
-			require.Equal(t, strconv.Itoa(want), fields[2])
+			fence, err := strconv.ParseInt(fields[2], 10, 64)
+			require.NoError(t, err, "the fence, not the inherited one: %q", fields[2])
+			require.Greater(t, fence, last, "fences grow")
+			last = fence
 			tokens = append(tokens, fields[1])
 		}
 		require.NotEqual(t, tokens[0], tokens[1])
@@ -579,13 +583,13 @@ func TestStatus(t *testing.T) {
 	})
 
 	t.Run("a held lock shows its remaining TTL and fence, never the token", func(t *testing.T) {
-		holdLock(t, rdb, "held-job", redislock.WithFencing())
+		held := holdLock(t, rdb, "held-job", redislock.WithFencing())
 		lock := holdLock(t, rdb, "other-job", redislock.WithFencing()) // its counter is its own
 		require.NoError(t, lock.Release(context.Background()))
 
 		code, stdout, stderr := runCLI(t, environ, "status", "held-job")
 		require.Equal(t, 0, code, stderr)
-		m := regexp.MustCompile(`^name:  held-job\nkey:   lock:\{held-job\}\nheld:  yes\nttl:   (\S+)\nfence: 1\n$`).FindStringSubmatch(stdout)
+		m := regexp.MustCompile(`^name:  held-job\nkey:   lock:\{held-job\}\nheld:  yes\nttl:   (\S+)\nfence: ` + strconv.FormatInt(held.Fence(), 10) + `\n$`).FindStringSubmatch(stdout)
 		require.NotNil(t, m, stdout)
 		ttl, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
@@ -597,11 +601,11 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"fence":1\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"fence":`+strconv.FormatInt(held.Fence(), 10)+`\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)
-		require.Contains(t, stdout, "held:  no\nttl:   -\nfence: 1\n", "released, with its counter kept")
+		require.Contains(t, stdout, "held:  no\nttl:   -\nfence: "+strconv.FormatInt(lock.Fence(), 10)+"\n", "released, with its counter kept")
 	})
 
 	t.Run("a key without expiry is reported as such", func(t *testing.T) {
@@ -654,6 +658,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"status", "a", "b"}, "want exactly one NAME"},
 		{[]string{"status", "--timeout", "0s", "job"}, "must be positive"},
 		{[]string{"status", "}job"}, "empty hash tag"},
+		{[]string{"doctor", "job"}, "doctor: takes no arguments"},
+		{[]string{"doctor", "--ttl", "0s"}, "must be positive"},
+		{[]string{"doctor", "--timeout", "-1s"}, "must be positive"},
+		{[]string{"doctor", "--redis", "127.0.0.1:6379"}, "--redis must look like redis://host:port"},
+		{[]string{"doctor", "--prefix", "{}"}, "empty hash tag"},
 	} {
 		t.Run(fmt.Sprintf("%q is a usage error", tc.args), func(t *testing.T) {
 			t.Parallel()
@@ -678,7 +687,7 @@ func TestUsage(t *testing.T) {
 
 	t.Run("help is printed on stdout with exit 0, exit codes included", func(t *testing.T) {
 		t.Parallel()
-		for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "run"}, {"run", "--help"}, {"help", "status"}, {"status", "-h"}} {
+		for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "run"}, {"run", "--help"}, {"help", "status"}, {"status", "-h"}, {"help", "doctor"}, {"doctor", "--help"}} {
 			code, stdout, stderr := runCLI(t, environ, args...)
 			require.Equal(t, 0, code, "%q: %s", args, stderr)
 			require.Empty(t, stderr, args)
