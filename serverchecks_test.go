@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,6 +36,21 @@ func TestAServerThatEvictsLockKeysIsWarnedOnce(t *testing.T) {
 		return warns
 	}
 
+	// One CONFIG GET per Client, whatever it does after.
+	configCalls := func() int {
+		stats := admin.Info(ctx, "commandstats").Val()
+		m := regexp.MustCompile(`cmdstat_config\|get:calls=(\d+)`).FindStringSubmatch(stats)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	before := configCalls()
+	logs := &logRecorder{}
+	warnings(redislock.New(admin, redislock.WithLogger(slog.New(logs))), logs)
+	require.Equal(t, before+1, configCalls(), "one CONFIG GET for two acquisitions of one Client")
+
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory", "100mb").Err())
 	for policy, counters := range map[string]bool{"allkeys-lru": true, "volatile-lru": false} {
 		require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", policy).Err())
@@ -46,7 +63,7 @@ func TestAServerThatEvictsLockKeysIsWarnedOnce(t *testing.T) {
 	}
 
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
-	logs := &logRecorder{}
+	logs = &logRecorder{}
 	require.Empty(t, warnings(redislock.New(admin, redislock.WithLogger(slog.New(logs))), logs), "noeviction is safe")
 
 	// A user without CONFIG: no warning, no error.
