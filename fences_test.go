@@ -3,12 +3,15 @@ package redislock_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/faultproxy"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -105,4 +108,107 @@ func TestAFencedLockNeedsTheServersClock(t *testing.T) {
 	require.ErrorContains(t, err, "a fence needs the server clock (TIME)")
 	require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 	require.Zero(t, admin.Exists(ctx, "lock:{job}").Val(), "nothing left held")
+}
+
+// When one lock's key is found gone (a restart without persistence,
+// eviction, FLUSHALL), the watchdog checks every other lock of the Client
+// at once: they are told before their own next extension was due.
+func TestAKeyFoundGoneHasEveryOtherLockCheckedAtOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+		// A is extended every 50 ms; B and C every 3 s.
+		a, err := c.Acquire(ctx, "a", redislock.WithTTL(10*time.Second), redislock.WithExtendInterval(50*time.Millisecond))
+		require.NoError(t, err)
+		var others []*redislock.Lock
+		var firstDue time.Time
+		for _, name := range []string{"b", "c"} {
+			acquired := time.Now()
+			l, err := c.Acquire(ctx, name, redislock.WithTTL(10*time.Second), redislock.WithExtendInterval(3*time.Second))
+			require.NoError(t, err)
+			if firstDue.IsZero() {
+				firstDue = acquired.Add(3 * time.Second)
+			}
+			others = append(others, l)
+		}
+		require.NoError(t, b.rdb.FlushAll(ctx).Err()) // the server lost its data
+		waitDone(t, a.Context(), 5*time.Second)
+		for _, l := range others {
+			waitDone(t, l.Context(), 5*time.Second)
+			require.ErrorIs(t, context.Cause(l.Context()), redislock.ErrLockLost)
+		}
+		require.True(t, time.Now().Before(firstDue.Add(-3*time.Second/4)), "B and C were told before their own extensions were due (less the batching slack)")
+	})
+}
+
+// extendTimes records when each lock's watchdog extensions were confirmed.
+type extendTimes struct {
+	nopObserver
+	mu     sync.Mutex
+	seen   map[string][]time.Time
+	failed int
+}
+
+func (o *extendTimes) ObserveExtend(e redislock.ExtendEvent) {
+	if !e.Watchdog {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e.Err != nil {
+		o.failed++
+		return
+	}
+	o.seen[e.Name] = append(o.seen[e.Name], time.Now())
+}
+
+func (o *extendTimes) failures() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failed
+}
+
+func (o *extendTimes) first(name string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.seen[name]) == 0 {
+		return time.Time{}, false
+	}
+	return o.seen[name][0], true
+}
+
+// When Redis answers again after the watchdog could not reach it (a
+// restart, a failover), every held lock is checked at once, not at its
+// own next extension.
+func TestRedisAnsweringAgainHasEveryLockCheckedAtOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		proxy := newProxy(t, b.rdb.Options().Addr)
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { _ = rdb.Close() })
+		obs := &extendTimes{seen: map[string][]time.Time{}}
+		c := redislock.New(rdb, quiet, redislock.WithObserver(obs), redislock.WithTTL(10*time.Second))
+		a, err := c.Acquire(ctx, "a", redislock.WithExtendInterval(50*time.Millisecond))
+		require.NoError(t, err)
+		acquired := time.Now()
+		bl, err := c.Acquire(ctx, "b", redislock.WithExtendInterval(3*time.Second))
+		require.NoError(t, err)
+
+		before := a.Context()
+		proxy.SetMode(faultproxy.Refuse)
+		proxy.ResetAll()
+		// A's extensions fail while Redis is out of reach...
+		eventually(t, 5*time.Second, func() bool { return obs.failures() > 0 }, "A kept being extended through a refusing proxy")
+		proxy.SetMode(faultproxy.Pass)
+		// ...and the first one that reaches it again has B checked too.
+		eventually(t, 5*time.Second, func() bool { _, ok := obs.first("b"); return ok }, "B was not extended")
+		at, _ := obs.first("b")
+		// B's own first extension comes no earlier than its interval less
+		// the batching slack (a quarter of it): 2.25 s after acquiring.
+		ownSchedule := acquired.Add(3*time.Second - 3*time.Second/4)
+		require.True(t, at.Before(ownSchedule), "B was checked when Redis answered again (%v after acquiring), not at its own schedule", at.Sub(acquired))
+		require.NoError(t, before.Err(), "nothing was lost")
+		require.NoError(t, a.Release(ctx))
+		require.NoError(t, bl.Release(ctx))
+	})
 }

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type scheduler struct {
 	queue timeHeap[*Lock] // by watch.due
 	timer lazyTimer       // fires s.fire
 	busy  bool            // fire's goroutine is running: it sets the timer when done
+	// failing: the last batch had an extension that could not reach
+	// Redis. The first batch that reaches it again has every other
+	// held lock checked at once (see noteReachability).
+	failing bool
 }
 
 func newScheduler(s store, bg *background) *scheduler {
@@ -203,6 +208,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	}
 	cancel()
 	latency := time.Since(sent)
+	s.noteReachability(reqs)
 	for i, l := range ready {
 		err := l.recordExtension(sent, latency, reqs[i].ttl, reqs[i].reply, reqs[i].err, true)
 		<-l.extending
@@ -217,4 +223,42 @@ func (s *scheduler) extend(batch []*Lock) {
 		retry := max(intervals[i]/3, time.Millisecond)
 		s.schedule(l, time.Now().Add(retry), retry)
 	}
+}
+
+// noteReachability looks at a batch's outcome for signs that the server
+// restarted, failed over or lost data, and then has every held lock
+// checked at once instead of at its own next extension (up to an interval
+// away): a key found gone (a restart without persistence, eviction,
+// FLUSHALL: the Client's other locks are likely gone too), or Redis
+// answering again after a batch that could not reach it (a restart or a
+// failover seen from here).
+func (s *scheduler) noteReachability(reqs []extendRequest) {
+	failed, gone := false, false
+	for _, r := range reqs {
+		switch {
+		case r.err != nil:
+			failed = true
+		case r.reply == replyGone:
+			gone = true
+		}
+	}
+	s.mu.Lock()
+	back := s.failing && !failed
+	s.failing = failed
+	s.mu.Unlock()
+	if gone || back {
+		s.lookAtAll()
+	}
+}
+
+// lookAtAll makes every lock in the heap due now.
+func (s *scheduler) lookAtAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, l := range s.queue.items {
+		l.watch.due = now
+	}
+	heap.Init(&s.queue)
+	s.armLocked()
 }
