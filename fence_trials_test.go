@@ -111,8 +111,12 @@ func TestFenceTrials(t *testing.T) {
 				lockName := fmt.Sprintf("trial-%d", i)
 				o := fenceTrial(t, r, lockName)
 				outcomes = append(outcomes, o)
-				t.Logf("trial %d: regressions %d, lost %v (%v), told %v after the server answered, two holders %v for %v; %s",
-					i+1, o.regressions, o.lost, o.reason, o.told.Round(time.Millisecond), o.overlap, o.window.Round(time.Millisecond), o.note)
+				if o.lost {
+					t.Logf("trial %d: regressions %d, lost (%v), told %v after the server answered, two holders %v for %v; %s",
+						i+1, o.regressions, o.reason, o.told.Round(time.Millisecond), o.overlap, o.window.Round(time.Millisecond), o.note)
+				} else {
+					t.Logf("trial %d: regressions %d, the lock survived; %s", i+1, o.regressions, o.note)
+				}
 				if r.after != nil && i < trials-1 {
 					r.after(t, lockName)
 				}
