@@ -330,7 +330,7 @@ func aofRig(t *testing.T) fenceRig {
 			counter, err := admin.Get(context.Background(), fenceCounter(name)).Int64()
 			require.NoError(t, err, "the AOF has the counter")
 			require.Equal(t, before[len(before)-1], counter, "the counter survived")
-			return back, "lock and counter survived"
+			return back, "the restarted server had the key and the counter"
 		},
 	}
 }
