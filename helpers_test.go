@@ -111,6 +111,9 @@ type commandLog struct {
 	mu     sync.Mutex
 	names  []string
 	resend bool
+	// trips counts round trips (a pipeline is one), extensions the
+	// extend scripts among them (see tripsAndExtensions).
+	trips, extensions int64
 }
 
 func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -118,6 +121,8 @@ func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.mu.Lock()
+		h.trips++
+		h.countExtension(cmd)
 		switch cmd.Name() {
 		case "hello", "client", "ping": // a new connection's set-up
 		case "config": // a new Client's one look at the server (serverchecks_test.go counts it)
@@ -138,7 +143,40 @@ func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.trips++
+		for _, cmd := range cmds {
+			h.countExtension(cmd)
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// countExtension counts cmd if it is the extend script; h.mu is held.
+func (h *commandLog) countExtension(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+		if sha, ok := args[1].(string); ok && (sha == extendSHA || strings.Contains(sha, "PEXPIRE")) {
+			h.extensions++
+		}
+	}
+}
+
+// resetTrips zeroes the round-trip and extension counts.
+func (h *commandLog) resetTrips() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trips, h.extensions = 0, 0
+}
+
+// tripsAndExtensions returns the round trips and extension scripts since
+// the last resetTrips.
+func (h *commandLog) tripsAndExtensions() (trips, extensions int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.trips, h.extensions
 }
 
 // count returns how many names were recorded since the last take.

@@ -120,6 +120,13 @@ func (l *Lock) Fence() int64 {
 	return l.fence
 }
 
+// pastSafeDeadline tells whether the safe deadline has passed.
+func (l *Lock) pastSafeDeadline() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !time.Now().Before(l.safeDeadline)
+}
+
 // Valid reports whether the lock can still be trusted at the moment of the
 // call: its hold has not ended and its safe deadline, read from the
 // monotonic clock now, has not passed. Unlike Context().Err(), it does not

@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,7 +105,7 @@ func TestOneWatchdogGoroutineExtendsManyLocksInBatches(t *testing.T) {
 	server := redistest.Start(t)
 	ctx := context.Background()
 	rdb := newRedisClient(t, server.Addr())
-	counter := &roundTrips{}
+	counter := &commandLog{}
 	rdb.AddHook(counter)
 	c := redislock.New(rdb, quiet, redislock.WithTTL(300*time.Millisecond))
 
@@ -119,7 +118,8 @@ func TestOneWatchdogGoroutineExtendsManyLocksInBatches(t *testing.T) {
 		locks[i] = l
 	}
 	during := runtime.NumGoroutine()
-	counter.reset()
+	counter.take()
+	counter.resetTrips()
 
 	// Hold them for about six TTLs.
 	end := time.After(1800 * time.Millisecond)
@@ -133,7 +133,7 @@ func TestOneWatchdogGoroutineExtendsManyLocksInBatches(t *testing.T) {
 			}
 		}
 	}
-	trips, extensions := counter.snapshot()
+	trips, extensions := counter.tripsAndExtensions()
 	t.Logf("%d locks: %d goroutines before, %d while held; %d extensions in %d round trips", held, before, during, extensions, trips)
 	require.LessOrEqual(t, during-before, 3, "a constant number of goroutines, not one per lock")
 	require.GreaterOrEqual(t, extensions, int64(held*3), "every lock was extended several times")
@@ -142,45 +142,6 @@ func TestOneWatchdogGoroutineExtendsManyLocksInBatches(t *testing.T) {
 	for _, l := range locks {
 		require.Equal(t, l.Token(), rdb.Get(ctx, l.Key()).Val())
 		require.NoError(t, l.Release(ctx))
-	}
-}
-
-// roundTrips counts round trips (a pipeline is one) and extension commands.
-type roundTrips struct {
-	trips, extensions atomic.Int64
-}
-
-func (r *roundTrips) reset() { r.trips.Store(0); r.extensions.Store(0) }
-func (r *roundTrips) snapshot() (int64, int64) {
-	return r.trips.Load(), r.extensions.Load()
-}
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.trips.Add(1)
-		r.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.trips.Add(1)
-		for _, cmd := range cmds {
-			r.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (r *roundTrips) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
-		if sha, ok := args[1].(string); ok && (sha == extendSHA || strings.Contains(sha, "PEXPIRE")) {
-			r.extensions.Add(1)
-		}
 	}
 }
 

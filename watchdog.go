@@ -216,7 +216,9 @@ func (s *scheduler) extend(batch []*Lock) {
 			s.schedule(l, sent.Add(intervals[i]), intervals[i])
 			continue
 		}
-		if l.notHeld() == nil {
+		if l.notHeld() == nil && !l.pastSafeDeadline() {
+			// (Past it, as after a pause, the alarm reports the loss
+			// at once: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}
