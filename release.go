@@ -63,11 +63,12 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		reply int64
 		err   error
 	)
+	sent := false
 	if ctx.Err() == nil {
 		reply, err = l.sendRelease(ctx, room)
-		room = nil // handed on
+		room, sent = nil, true // handed on
 	}
-	if ctx.Err() != nil {
+	if !sent || (err != nil && ctx.Err() != nil) {
 		// ctx was done before, or ended during, the attempt: one attempt
 		// detached from it (a second release of our token is harmless).
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
