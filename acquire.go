@@ -234,28 +234,23 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if errors.Is(err, ErrNotAcquired) {
 		a.refusal, err = err, nil
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return false, a.failed(err)
-	case acquired:
+	}
+	// Held, by us or by another: the callers in line behind us know.
+	if a.room != nil && !a.room.seenHeld.Load() {
+		a.room.seenHeld.Store(true)
+	}
+	if acquired {
 		a.inQueue = false // the script took us out of the queue
-		a.markHeld()
 		return true, nil
 	}
 	a.held, a.inQueue = true, a.queued
-	a.markHeld()
 	a.holderEnds = time.Time{}
 	if holderTTL > 0 {
 		a.holderEnds = time.Now().Add(holderTTL)
 	}
 	return false, nil
-}
-
-// markHeld tells this Client's callers in line that the lock is held.
-func (a *acquisition) markHeld() {
-	if a.room != nil && !a.room.seenHeld.Load() {
-		a.room.seenHeld.Store(true)
-	}
 }
 
 // failed turns an attempt's error into Acquire's. An attempt without an

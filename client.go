@@ -114,15 +114,15 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // timer callbacks and goroutines of a Client. Once closed, nothing new
 // starts.
 type background struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex // read-locked by enter: Acquire calls do not queue on it
 	closed bool
 	wg     sync.WaitGroup
 }
 
 // enter registers one piece of work, or returns false after close.
 func (b *background) enter() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if b.closed {
 		return false
 	}

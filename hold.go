@@ -44,20 +44,14 @@ func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
 	return room, true
 }
 
-// lose ends the hold by a loss, unless it ended before, and hands the turn
-// to this Client's next waiter. It returns the loss, or nil when the hold
-// had ended before (a loss found after a Release is the release's to
-// report).
-func (l *Lock) lose(reason LostReason, cause error) *LostError {
+// lose ends the hold by a loss, unless it ended before (a loss found after
+// a Release is the release's to report), and hands the turn to this
+// Client's next waiter.
+func (l *Lock) lose(reason LostReason, cause error) {
 	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
-	room, ok := l.end(lost)
-	if !ok {
-		return nil
-	}
-	if room != nil {
+	if room, ok := l.end(lost); ok && room != nil {
 		l.client.rooms().leave(room)
 	}
-	return lost
 }
 
 // cancelLocked cancels the lock's context (now, or when it is made) with
