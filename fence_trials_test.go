@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,7 +182,7 @@ func fenceTrial(t *testing.T, rig fenceRig, name string) fenceTrialOutcome {
 	held, err := holder.Acquire(ctx, name)
 	require.NoError(t, err)
 	before = append(before, held.Fence())
-	toldAt := stampEnd(held.Context())
+	toldAt := lossStamp(held.Context())
 	if rig.randomPhase {
 		<-time.After(rand.N(fenceTrialTTL / 3))
 	}
@@ -237,27 +236,6 @@ func fenceTrial(t *testing.T, rig fenceRig, name string) fenceTrialOutcome {
 	}
 	require.Zero(t, o.regressions, "%s: fences after the fault %v, before it %v", rig.fault, after, before)
 	return o
-}
-
-// stampEnd records when ctx ends, as it ends, and returns a wait for it.
-func stampEnd(ctx context.Context) func(t *testing.T, within time.Duration) time.Time {
-	var at atomic.Pointer[time.Time]
-	done := make(chan struct{})
-	context.AfterFunc(ctx, func() {
-		now := time.Now()
-		at.Store(&now)
-		close(done)
-	})
-	return func(t *testing.T, within time.Duration) time.Time {
-		t.Helper()
-		select {
-		case <-done:
-			return *at.Load()
-		case <-time.After(within):
-			t.Fatalf("the holder was not told within %v", within)
-			return time.Time{}
-		}
-	}
 }
 
 func fenceCounter(name string) string { return "lock:{" + name + "}:fence" }
