@@ -89,6 +89,9 @@ func (c *Client) janitor() *janitor {
 // use. It writes nothing a call reads without them.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store, &c.bg)
+	if watchable(c.notify) {
+		c.scheduler.watchRDB, c.scheduler.watchOpts = c.notify, &c.opts
+	}
 	c.deadlines = newAlarms(&c.bg)
 	c.cleaner = newJanitor(c.store, &c.bg)
 	c.waiting = newWaitRooms(c.notify)

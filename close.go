@@ -42,13 +42,20 @@ func (c *Client) Close(ctx context.Context) error {
 	c.init.Do(c.setup)
 	err = join(err, c.releaseHeld(ctx))
 	c.cleaner.flush(ctx)
-	c.scheduler.close()
+	watchDone := c.scheduler.close()
 	c.deadlines.close()
 	c.waiting.close()
 	select {
 	case <-c.bg.close():
 	case <-ctx.Done():
 		return join(err, fmt.Errorf("redislock: close: waiting for the watchdog: %w", ctx.Err()))
+	}
+	if watchDone != nil {
+		select {
+		case <-watchDone:
+		case <-ctx.Done():
+			return join(err, fmt.Errorf("redislock: close: waiting for the restart watch: %w", ctx.Err()))
+		}
 	}
 	return err
 }

@@ -7,6 +7,9 @@ package redislock_test
 // logged on lines starting with FIGURE. docs/RELIABILITY.md collects them:
 //
 //	REDISLOCK_FENCE_TRIALS=20 go test -count=1 -timeout 30m -run 'TestFenceTrials' -v . | grep FIGURE
+//
+// and with REDISLOCK_FENCE_TRIALS_WATCH=off, the same without the restart
+// watch.
 
 import (
 	"context"
@@ -30,6 +33,10 @@ import (
 // fenceTrialsEnv sets how many trials TestFenceTrials runs per fault
 // (default 2, to keep CI short).
 const fenceTrialsEnv = "REDISLOCK_FENCE_TRIALS"
+
+// fenceTrialsWatchEnv set to "off" runs the trials without the restart
+// watch (see restartwatch.go), to measure what it changes.
+const fenceTrialsWatchEnv = "REDISLOCK_FENCE_TRIALS_WATCH"
 
 // fenceTrialTTL is short, so that a trial lasts about a second; the extend
 // interval is the default, TTL/3.
@@ -96,6 +103,14 @@ type fenceTrialOutcome struct {
 // answers again. Fences must never go backwards; the holder must be told.
 func TestFenceTrials(t *testing.T) {
 	trials := fenceTrialCount(t)
+	watch := "on"
+	if v := os.Getenv(fenceTrialsWatchEnv); v != "" {
+		require.Contains(t, []string{"on", "off"}, v, "%s", fenceTrialsWatchEnv)
+		watch = v
+	}
+	if watch == "off" {
+		defer redislock.DisableRestartWatch()()
+	}
 	type row struct {
 		fault    string
 		outcomes []fenceTrialOutcome
@@ -131,7 +146,7 @@ func TestFenceTrials(t *testing.T) {
 	run("FLUSHALL", flushRig)
 	run("Sentinel failover without WithReplicaAck", failoverRig)
 
-	t.Logf("FIGURE fence trials: TTL %v, extend interval TTL/3 (the default), %d trials per fault; two holders: from the second Client's Acquire returning to the first holder's context cancelled; told: from the server answering again to the holder's context cancelled", fenceTrialTTL, trials)
+	t.Logf("FIGURE fence trials: restart watch %s, TTL %v, extend interval TTL/3 (the default), %d trials per fault; two holders: from the second Client's Acquire returning to the first holder's context cancelled; told: from the server answering again to the holder's context cancelled", watch, fenceTrialTTL, trials)
 	t.Logf("FIGURE | fault | trials | fence regressions | two-holder windows (count, max) | time to be told (p50 / max) | losses by reason |")
 	t.Logf("FIGURE |---|---|---|---|---|---|")
 	for _, r := range rows {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The watchdog: one scheduler per Client extends every lock it holds.
@@ -27,6 +29,12 @@ import (
 type scheduler struct {
 	store store
 	bg    *background
+	// watchRDB is the go-redis client whose restart watch the scheduler
+	// joins while it holds locks (nil: none); watch is the one it joined.
+	watchRDB  redis.UniversalClient
+	watchOpts *options
+	watch     *restartWatch
+	watching  bool // a member of watch
 
 	mu    sync.Mutex
 	queue timeHeap[*Lock] // by watch.due
@@ -69,6 +77,27 @@ func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
 	l.watch.due, l.watch.slack = due, interval/4
 	s.queue.set(l)
 	s.armLocked()
+	s.joinWatchLocked()
+}
+
+// joinWatchLocked makes the scheduler a member of its restart watch (see
+// restartWatch), unless it is one.
+func (s *scheduler) joinWatchLocked() {
+	if s.watchRDB == nil || s.watching {
+		return
+	}
+	if s.watch == nil || !s.watch.join(s) {
+		s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
+	}
+	s.watching = true
+}
+
+// leaveWatchLocked ends the membership: no lock is left to check.
+func (s *scheduler) leaveWatchLocked() {
+	if s.watching {
+		s.watch.leave(s)
+		s.watching = false
+	}
 }
 
 // unwatch takes l out for good. An extension of l already under way is not
@@ -82,14 +111,22 @@ func (s *scheduler) unwatch(l *Lock) {
 		// Nothing left to extend: a set timer would keep the Client
 		// alive until it fires (see lazyTimer.stop).
 		s.timer.stop()
+		s.leaveWatchLocked()
 	}
 }
 
-// close stops the timer for good (Client.Close).
-func (s *scheduler) close() {
+// close stops the timer for good (Client.Close), and closes the restart
+// watch if no other Client uses it: the returned channel (nil if none) is
+// closed once its goroutine has returned.
+func (s *scheduler) close() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timer.close()
+	s.leaveWatchLocked()
+	if s.watch == nil {
+		return nil
+	}
+	return s.watch.closeIfIdle()
 }
 
 // armLocked sets the timer for the earliest lock, unless it is set for
@@ -137,6 +174,7 @@ func (s *scheduler) fire() {
 	s.busy = false
 	if s.queue.Len() == 0 {
 		s.timer.stop()
+		s.leaveWatchLocked()
 	}
 	s.armLocked()
 	s.mu.Unlock()
