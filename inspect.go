@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -126,7 +127,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	val, err := cmd.Result()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			err = fmt.Errorf("%w: %s", ErrNotALock, err.Error()[len("WRONGTYPE "):])
+			err = notALockError(strings.TrimPrefix(err.Error(), "WRONGTYPE "))
 		}
 		return Info{}, "", false, err
 	}
@@ -142,7 +143,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	holder, _ = reply[5].(string)
 	if fence != "" {
 		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
-			return Info{}, "", false, fmt.Errorf("%w: the fence counter holds %q, not a number", ErrNotALock, fence)
+			return Info{}, "", false, notALockError(fmt.Sprintf("the fence counter holds %q, not a number", fence))
 		}
 	}
 	info.Held, info.Waiters = held == 1, int(waiters)
@@ -155,6 +156,13 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	}
 	return info, holder, handed, nil
 }
+
+// notALockError says which key holds what instead of a lock (the script's
+// words: "lock:{job} holds a hash, not a lock"); it matches ErrNotALock.
+type notALockError string
+
+func (e notALockError) Error() string        { return string(e) }
+func (e notALockError) Is(target error) bool { return target == ErrNotALock }
 
 // leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
 // and a lease about to end (0) to 1ms, so that a held lock never reports
