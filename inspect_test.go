@@ -94,6 +94,15 @@ func TestInspect(t *testing.T) {
 			require.NoError(t, l.Release(ctx))
 		})
 
+		t.Run("a place in the queue that lapsed is not a waiter", func(t *testing.T) {
+			future := float64(time.Now().Add(time.Hour).UnixMilli())
+			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{lapsed}:q", redis.Z{Score: 1, Member: "gone"}, redis.Z{Score: 2, Member: "here"}).Err())
+			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{lapsed}:qx", redis.Z{Score: 1, Member: "gone"}, redis.Z{Score: future, Member: "here"}).Err())
+			info, err := c.Inspect(ctx, "lapsed")
+			require.NoError(t, err)
+			require.Equal(t, 1, info.Waiters)
+		})
+
 		t.Run("a key with no expiry reports a negative TTL", func(t *testing.T) {
 			require.NoError(t, b.rdb.Set(ctx, "lock:{forever}", "someone", 0).Err())
 			info, err := c.Inspect(ctx, "forever")
@@ -183,6 +192,12 @@ func TestBreak(t *testing.T) {
 			require.Equal(t, "host=stuck-1", info.Metadata)
 			require.Equal(t, held.Fence(), info.Fence)
 			require.Equal(t, 1, info.Waiters)
+			// Handed on in the break's script: the key holds the waiter's
+			// value before the waiter has even answered.
+			handed, err := operator.Inspect(ctx, "stuck")
+			require.NoError(t, err)
+			require.True(t, handed.Held)
+			require.Equal(t, "host=next", handed.Metadata)
 
 			next := done()[0]
 			require.NotNil(t, next, "the waiter got the lock")
@@ -200,6 +215,7 @@ func TestBreak(t *testing.T) {
 			line, ok := rec.find(slog.LevelWarn, "redislock: lock broken")
 			require.True(t, ok, "Break logs what it broke")
 			require.Contains(t, line, "metadata=host=stuck-1")
+			require.Contains(t, line, "handed_to_waiter=true")
 			require.NotContains(t, line, held.Token())
 		})
 

@@ -2,6 +2,8 @@ package redislock
 
 import (
 	"strings"
+
+	"github.com/redislock/redislock/internal/lockrules"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,7 +14,8 @@ const MaxMetadata = 4096
 // metadataSeparator joins the token and the metadata in the lock key's
 // value: token + metadataSeparator + metadata. It is a control character
 // (ASCII unit separator), so it is neither in a token (base32) nor in
-// metadata (see checkMetadata), and the value splits one way only.
+// metadata (see checkMetadata), and the value splits one way only. The
+// scripts (lua/state.lua) and the redislocktest kit split on it too.
 //
 // The lock's scripts compare the whole value, so a lock with metadata is
 // held under that longer string and a lock without keeps its plain token:
@@ -20,7 +23,7 @@ const MaxMetadata = 4096
 // and metadata lives and dies with the key (set with the SET, extended by
 // PEXPIRE, deleted by DEL or replaced by a hand-over). A reader who knows
 // the metadata still lacks the random token in front of it.
-const metadataSeparator = "\x1f"
+const metadataSeparator = lockrules.MetadataSeparator
 
 // WithMetadata stores s with the lock, in the same command that takes it,
 // for anyone to read with Client.Inspect (and Lock.Metadata): a short
