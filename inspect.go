@@ -14,8 +14,9 @@ import (
 )
 
 // Info is what Client.Inspect reads of a lock, and what Client.Break found
-// before it broke one. It is a plain value: copy it freely. It never holds
-// the holder's token.
+// before it broke one. It is a value that nothing in the library keeps or
+// changes after returning it (copies share Nodes). It never holds the
+// holder's token.
 type Info struct {
 	// Name is the lock name; Key its Redis key.
 	Name, Key string
@@ -64,8 +65,9 @@ type NodeInfo struct {
 // holder's metadata, the last fence handed out and how many waiters are
 // queued on the server. It runs a script that only reads (so all of it
 // describes one instant), and never sees or returns the holder's token.
-// Anyone may call it: it needs no lock and changes nothing. It is also the
-// way to ask who leads an election (Elect): the leader holds the lock.
+// Anyone may call it: it needs no lock and changes nothing, and it works
+// after Client.Close too. It is also the way to ask who leads an election
+// (Elect): the leader holds the lock.
 //
 // On a quorum Client it reads every node at once (waiting for each at most
 // the per-node timeout, TTL/20) and reports each in Info.Nodes; Info.Held
