@@ -134,26 +134,33 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		return Info{}, "", false, err
 	}
 	reply, ok := val.([]any)
-	if !ok || len(reply) < 6 {
+	if !ok || len(reply) < 6 || len(reply) > 7 {
 		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
 	}
-	held, _ := reply[0].(int64)
-	pttl, _ := reply[1].(int64)
-	info.Metadata, _ = reply[2].(string)
-	fence, _ := reply[3].(string)
-	waiters, _ := reply[4].(int64)
-	holder, _ = reply[5].(string)
+	held, ok0 := reply[0].(int64)
+	pttl, ok1 := reply[1].(int64)
+	metadata, ok2 := reply[2].(string)
+	fence, ok3 := reply[3].(string)
+	waiters, ok4 := reply[4].(int64)
+	holder, ok5 := reply[5].(string)
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || held != 0 && held != 1 || waiters < 0 ||
+		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "") {
+		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
+	}
 	if fence != "" {
 		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
 			return Info{}, "", false, notALockError(fmt.Sprintf("the fence counter holds %q, not a number", fence))
 		}
 	}
-	info.Held, info.Waiters = held == 1, int(waiters)
+	info.Held, info.Metadata, info.Waiters = held == 1, metadata, int(waiters)
 	if info.Held {
 		info.TTL = leaseLeft(pttl)
 	}
-	if len(reply) > 6 {
-		n, _ := reply[6].(int64)
+	if len(reply) == 7 {
+		n, ok := reply[6].(int64)
+		if !ok || n != 0 && n != 1 {
+			return Info{}, "", false, fmt.Errorf("unexpected reply %v from the break script", val)
+		}
 		handed = n == 1
 	}
 	return info, holder, handed, nil

@@ -34,9 +34,12 @@ const metadataSeparator = lockrules.MetadataSeparator
 // gives no power over the lock: the lock's commands check the random token
 // stored in front of it.
 //
-// s is at most MaxMetadata (4096) bytes of valid UTF-8 without control
-// characters (no newlines or tabs, so that it prints on one line of a log
-// or a terminal); anything else is an invalid argument. It travels with
+// s is at most MaxMetadata (4096) bytes of valid UTF-8 that prints as one
+// line as written: no control characters (newlines, tabs, escapes), no
+// line or paragraph separators (U+2028, U+2029) and no bidirectional
+// controls (U+202A-U+202E, U+2066-U+2069), which could make a log or an
+// operator's terminal show another holder than the one stored; anything
+// else is an invalid argument. It travels with
 // every extension and release of the lock, so keep it short. Default "":
 // no metadata, and nothing extra is sent or stored.
 func WithMetadata(s string) Option {
@@ -58,11 +61,16 @@ func checkMetadata(s string) error {
 	if !utf8.ValidString(s) {
 		return invalidf("metadata is not valid UTF-8")
 	}
-	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+	if i := strings.IndexFunc(s, unprintable); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
-		return invalidf("metadata holds the control character %U at byte %d (it must print on one line)", r, i)
+		return invalidf("metadata holds the control character %U at byte %d (it must print as one line, as written)", r, i)
 	}
 	return nil
+}
+
+// unprintable reports the runes metadata may not hold (see WithMetadata).
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control)
 }
 
 // valueOf returns what the lock key holds for a token: the token itself,

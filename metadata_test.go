@@ -22,6 +22,8 @@ func TestWithMetadataRejectsWhatCannotPrintOnOneLine(t *testing.T) {
 		"a tab":              "host=a\tpid=1",
 		"the unit separator": "host=a\x1fpid=1",
 		"a C1 control":       "host=a\u0085",
+		"a line separator":   "host=a\u2028pid=1",
+		"a bidi override":    "host=\u202egnp.a",
 	}
 	for what, metadata := range bad {
 		t.Run(what, func(t *testing.T) {

@@ -121,7 +121,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 // defaultMetadata is run's metadata without --metadata: where the holder
 // runs, "host=web-1 pid=4242 cmd=report", with redislock's own pid (the
 // process that holds the lock; COMMAND is its child). Bytes the library
-// refuses in metadata (control characters, invalid UTF-8) are replaced, so
+// refuses in metadata (control characters, line separators, bidirectional
+// controls, invalid UTF-8; see redislock.WithMetadata) are replaced, so
 // that an odd host or command name cannot stop the run.
 func defaultMetadata(command string) string {
 	host, err := os.Hostname()
@@ -130,7 +131,7 @@ func defaultMetadata(command string) string {
 	}
 	s := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), command)
 	s = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
 			return '?'
 		}
 		return r
