@@ -41,7 +41,8 @@ var (
 	// ErrNotALock is returned by Client.Inspect and Client.Break when the
 	// lock's key (or its fence counter, or its waiters' queue) holds a
 	// value of another type: someone else's data under the lock's name,
-	// not a lock. Acquire reports the same key as held by someone else.
+	// not a lock. (Acquire, Extend and Release report such a key with
+	// Redis' WRONGTYPE error, wrapped, as before.)
 	ErrNotALock = errors.New("redislock: not a lock")
 
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
