@@ -133,7 +133,7 @@ func (a *acquisition) init(names string, keyLen int) {
 	a.queued = a.waits && a.c.store.queues()
 	a.l.ref.waiting = a.queued
 	if a.queued {
-		a.l.ref.token = rand.Text() // 26 base32 characters, 130 bits from crypto/rand
+		a.l.ref.token = valueOf(rand.Text(), a.o.metadata) // 26 base32 characters, 130 bits from crypto/rand
 	}
 	if _, ok := a.ctx.Deadline(); a.waits && !ok {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
@@ -211,7 +211,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	}
 	a.attempts++
 	if !a.queued {
-		a.l.ref.token = rand.Text()
+		a.l.ref.token = valueOf(rand.Text(), a.o.metadata)
 	}
 	var holderTTL time.Duration
 	if early := a.early; early != nil && early.reply.Err() == nil {
@@ -293,7 +293,7 @@ func (a *acquisition) succeed() (*Lock, error) {
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
-			"attempts", a.attempts, "wait", time.Since(a.start), "token", a.l.ref.token)
+			"attempts", a.attempts, "wait", time.Since(a.start), "token", a.l.Token())
 	}
 	return a.l, nil
 }

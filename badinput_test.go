@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,22 @@ func TestBadInputIsAClearErrorWithoutARoundTrip(t *testing.T) {
 			return err
 		}, "needs 0 < min <= max"},
 		{"fail open on Acquire", func() error { _, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithFailOpen()); return err }, "RunWithLock only"},
+		{"metadata over 4 KiB", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithMetadata(strings.Repeat("x", 4097)))
+			return err
+		}, "over the 4096-byte limit"},
+		{"metadata with a newline", func() error {
+			_, err := redislock.New(rdb, redislock.WithMetadata("a\nb")).Acquire(ctx, "a")
+			return err
+		}, "control character U+000A"},
+		{"Inspect of an empty name", func() error { _, err := redislock.New(rdb).Inspect(ctx, ""); return err }, "empty lock name"},
+		{"Break of a name that empties the hash tag", func() error { _, err := redislock.New(rdb).Break(ctx, "}x"); return err }, "empty hash tag"},
+		{"Inspect on a nil client", func() error { _, err := redislock.New(nil).Inspect(ctx, "a"); return err }, "nil redis client"},
+		{"Break with a nil context", func() error {
+			//lint:ignore SA1012 the point of the test
+			_, err := redislock.New(rdb).Break(nil, "a") //nolint:staticcheck
+			return err
+		}, "nil context"},
 		{"bad option on RunWithLock", func() error {
 			return redislock.New(rdb).RunWithLock(ctx, "a", noop, redislock.WithTTL(0))
 		}, "below the 10ms minimum"},

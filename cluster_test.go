@@ -70,6 +70,11 @@ func TestCluster(t *testing.T) {
 		require.Equal(t, strconv.FormatInt(second, 10), rdb.Get(ctx, "lock:{job}:fence").Val())
 	})
 
+	t.Run("Inspect and Break through a ClusterClient", func(t *testing.T) {
+		flush(t)
+		inspectAndBreakOn(t, rdb)
+	})
+
 	t.Run("1000 lock names spread over all three primaries, and fencing works on each", func(t *testing.T) {
 		flush(t)
 		ctx := context.Background()

@@ -29,6 +29,13 @@
 // the clock at the call; [LockFromContext] finds the Lock behind a
 // RunWithLock function's context.
 //
+// Who holds a lock: [WithMetadata] stores a description of the holder with
+// the lock, in the same command, and [Client.Inspect] reads any lock's
+// state (held, lease left, metadata, last fence, waiters) in one round trip
+// without its token. [Client.Break] is for operators: it ends a stuck lock
+// whatever its token, as its release would, and the holder learns at its
+// next extension.
+//
 // A [Client] is safe for concurrent use and should be shared; Close it on
 // shutdown so that its locks pass to other instances at once. A [Lock] is
 // safe for concurrent use, is not tied to the goroutine that acquired it,

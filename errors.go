@@ -38,6 +38,13 @@ var (
 	// cause of the contexts of the locks that Close released.
 	ErrClosed = errors.New("redislock: client closed")
 
+	// ErrNotALock is returned by Client.Inspect and Client.Break when the
+	// lock's key (or its fence counter, or its waiters' queue) holds a
+	// value of another type: someone else's data under the lock's name,
+	// not a lock. (Acquire, Extend and Release report such a key with
+	// Redis' WRONGTYPE error, wrapped, as before.)
+	ErrNotALock = errors.New("redislock: not a lock")
+
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
 	// name, a TTL below 10ms, a nil client, and so on. Such calls never touch
 	// the network.

@@ -223,3 +223,61 @@ func ExampleLock_Valid() {
 	// charging order 42 under charge:order-42
 	// <nil>
 }
+
+func ExampleClient_Inspect() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	worker := redislock.New(rdb, quiet, redislock.WithMetadata("host=worker-7 pid=4242"))
+	lock, err := worker.Acquire(ctx, "reindex", redislock.WithFencing(), redislock.WithTTL(time.Minute))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lock.Release(ctx)
+
+	// Anyone, anywhere: no lock needed, nothing changed, one round trip.
+	info, err := redislock.New(rdb, quiet).Inspect(ctx, "reindex")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held:", info.Held)
+	fmt.Println("by:", info.Metadata)
+	fmt.Println("lease left:", info.TTL)
+	fmt.Println("last fence:", info.Fence == lock.Fence())
+	fmt.Println("waiting:", info.Waiters)
+	// Output:
+	// held: true
+	// by: host=worker-7 pid=4242
+	// lease left: 1m0s
+	// last fence: true
+	// waiting: 0
+}
+
+func ExampleClient_Break() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	stuck, err := redislock.New(rdb, quiet).Acquire(ctx, "reindex", redislock.WithMetadata("host=worker-7"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// An operator, sure that the holder is stuck:
+	info, err := redislock.New(rdb, quiet).Break(ctx, "reindex")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("broke the lock held by", info.Metadata)
+
+	// The holder is told at its next extension; asked now, Redis says so.
+	fmt.Println("holder's release:", stuck.Release(ctx))
+	// Output:
+	// broke the lock held by host=worker-7
+	// holder's release: redislock: lock not held: "reindex": expired
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -284,5 +286,41 @@ func FuzzOptions(f *testing.F) {
 			}
 		}
 		requireNoLockGoroutines(t)
+	})
+}
+
+// FuzzMetadata: any string is either refused as an invalid argument, with
+// nothing sent, or stored and read back by Inspect exactly, with the token
+// alone in Lock.Token and nowhere in the Info.
+func FuzzMetadata(f *testing.F) {
+	for _, seed := range []string{"", "host=web-3 pid=42", "é😀 mixed", "a\nb", "a\x1fb", "\xff", "\u2028", "\u202e", "\x00",
+		strings.Repeat("x", redislock.MaxMetadata), strings.Repeat("x", redislock.MaxMetadata+1), strings.Repeat("é", redislock.MaxMetadata/2)} {
+		f.Add(seed)
+	}
+	mini := newMiniServer(f)
+	rdb := newRedisClient(f, mini.Addr())
+	ctx := context.Background()
+	c := redislock.New(rdb, quiet, redislock.WithTTL(time.Minute))
+
+	f.Fuzz(func(t *testing.T, metadata string) {
+		before := mini.CommandCount()
+		l, err := c.Acquire(ctx, "fuzz", redislock.WithMetadata(metadata))
+		if err != nil {
+			require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+			require.Equal(t, before, mini.CommandCount(), "nothing was sent")
+			require.True(t, len(metadata) > redislock.MaxMetadata || !utf8.ValidString(metadata) ||
+				strings.ContainsFunc(metadata, func(r rune) bool {
+					return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control)
+				}), "refused printable metadata %q: %v", metadata, err)
+			return
+		}
+		defer func() { require.NoError(t, l.Release(ctx)) }()
+		require.Equal(t, metadata, l.Metadata())
+		require.Len(t, l.Token(), 26)
+		info, err := c.Inspect(ctx, "fuzz")
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Equal(t, metadata, info.Metadata)
+		require.NotContains(t, info.Metadata, l.Token())
 	})
 }

@@ -54,6 +54,8 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 			"extend":  ":1\r\n",
 			"release": ":1\r\n",
 			"pttl":    ":30000\r\n",
+			"inspect": "*6\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n",
+			"break":   "*7\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n",
 		},
 		argv:  map[string][]string{},
 		conns: map[net.Conn]struct{}{},
@@ -61,6 +63,12 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 	for name := range f.replies {
 		src, err := os.ReadFile("lua/" + name + ".lua")
 		require.NoError(t, err)
+		if name == "inspect" || name == "break" {
+			// These two start with the function of state.lua (scripts.go).
+			state, err := os.ReadFile("lua/state.lua")
+			require.NoError(t, err)
+			src = append(state, src...)
+		}
 		sum := sha1.Sum(src)
 		f.scripts[hex.EncodeToString(sum[:])] = name
 		f.scripts[string(src)] = name
@@ -356,6 +364,56 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 
 // heldOnFake returns a lock held on the fake server (well-formed replies),
 // with the watchdog off so that only the test's calls reach the server.
+func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
+	f := startFakeRedis(t)
+	rdb := fakeClient(t, f)
+	ctx := context.Background()
+	c := redislock.New(rdb, quiet)
+
+	t.Run("the fake server's well-formed replies are read", func(t *testing.T) {
+		info, err := c.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.False(t, info.Held)
+		f.answer("inspect", "*6\r\n:1\r\n:1500\r\n$6\r\nhost=a\r\n$2\r\n42\r\n:3\r\n$4\r\nabcd\r\n")
+		info, err = c.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond, Metadata: "host=a", Fence: 42, Waiters: 3}, info)
+		_, err = c.Break(ctx, "job")
+		require.NoError(t, err)
+	})
+
+	word := func(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
+	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
+	cases = append(cases,
+		garbage{"held as 2", "*6\r\n:2\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("") + ""},
+		garbage{"held as a word", "*6\r\n" + word("1") + ":1500\r\n" + word("") + word("") + ":0\r\n" + word("")},
+		garbage{"a free lock with a TTL", "*6\r\n:0\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("")},
+		garbage{"a free lock with metadata", "*6\r\n:0\r\n:-2\r\n" + word("host=a") + word("") + ":0\r\n" + word("")},
+		garbage{"a held lock with PTTL -2", "*6\r\n:1\r\n:-2\r\n" + word("") + word("") + ":0\r\n" + word("ab")},
+		garbage{"negative waiters", "*6\r\n:1\r\n:1500\r\n" + word("") + word("") + ":-1\r\n" + word("ab")},
+		garbage{"a fence as a number", "*6\r\n:1\r\n:1500\r\n" + word("") + ":7\r\n:0\r\n" + word("ab")},
+		garbage{"an array of eight", "*8\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n:0\r\n"},
+	)
+	for _, g := range cases {
+		t.Run(g.name, func(t *testing.T) {
+			f.answer("inspect", g.raw)
+			info, err := c.Inspect(ctx, "job")
+			require.Error(t, err)
+			require.False(t, info.Held, "no holder from garbage")
+			require.Contains(t, err.Error(), `inspect "job"`)
+			f.answer("break", g.raw)
+			_, err = c.Break(ctx, "job")
+			require.Error(t, err)
+			require.Contains(t, err.Error(), `break "job"`)
+		})
+	}
+	t.Run("a break reply whose hand-over flag is not 0 or 1", func(t *testing.T) {
+		f.answer("break", "*7\r\n:1\r\n:1500\r\n"+word("")+word("")+":0\r\n"+word("ab")+":5\r\n")
+		_, err := c.Break(ctx, "job")
+		require.ErrorContains(t, err, "unexpected reply")
+	})
+}
+
 func heldOnFake(t *testing.T, f *fakeRedis, rdb *redis.Client) *redislock.Lock {
 	t.Helper()
 	f.answer("acquire", ":0\r\n")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -104,11 +105,14 @@ func (l *Lock) Key() string {
 
 // Token returns the random token that identifies this acquisition. Treat it
 // as a secret: whoever knows it can release the lock. "" on a nil Lock.
+// With WithMetadata the lock key holds the token, a separator and the
+// metadata; Token is the token alone.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
-	return l.ref.token
+	token, _, _ := strings.Cut(l.ref.token, metadataSeparator)
+	return token
 }
 
 // Fence returns the fencing token taken with the lock, or 0 when the lock

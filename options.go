@@ -48,8 +48,9 @@ type options struct {
 	maxHold        time.Duration // 0: no limit
 	replicas       int           // WithReplicaAck; 0: no WAIT
 	replicaTimeout time.Duration
-	err            error // bad option values, reported by every call
-	ttlArg         any   // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
+	metadata       string // WithMetadata; "" for none
+	err            error  // bad option values, reported by every call
+	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
 }
 
 func defaultOptions() options {

@@ -135,7 +135,9 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 //
 // A QuorumError is not modified after it is returned; it may be shared.
 type QuorumError struct {
-	// Op is the command: "acquire", "extend", "release" or "ttl".
+	// Op is the command: "acquire", "extend", "release", "ttl", or
+	// "inspect" and "break" (Client.Inspect, Client.Break: Agreed then
+	// counts the nodes that answered).
 	Op string
 	// Nodes is the number of nodes in the quorum; Needed its majority.
 	Nodes, Needed int

@@ -104,7 +104,7 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
-		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.ref.token)
+		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.Token())
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: time.Since(l.acquiredAt), Err: err})

@@ -19,11 +19,20 @@ var (
 	releaseSource string
 	//go:embed lua/pttl.lua
 	pttlSource string
+	// state.lua is a function that inspect.lua and break.lua start with.
+	//go:embed lua/state.lua
+	stateSource string
+	//go:embed lua/inspect.lua
+	inspectSource string
+	//go:embed lua/break.lua
+	breakSource string
 
 	acquireScript = redis.NewScript(acquireSource)
 	extendScript  = redis.NewScript(extendSource)
 	releaseScript = redis.NewScript(releaseSource)
 	pttlScript    = redis.NewScript(pttlSource)
+	inspectScript = redis.NewScript(stateSource + inspectSource)
+	breakScript   = redis.NewScript(stateSource + breakSource)
 
 	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
 	acquireSHA any = acquireScript.Hash()

@@ -51,6 +51,10 @@ func TestSentinel(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("Inspect and Break through a FailoverClient", func(t *testing.T) {
+		inspectAndBreakOn(t, rdb)
+	})
+
 	t.Run("with WithReplicaAck the replica has the lock when Acquire returns", func(t *testing.T) {
 		replica := newRedisClient(t, set.Replica(t).Addr())
 		c := redislock.New(rdb, quiet, redislock.WithReplicaAck(1, 5*time.Second), redislock.WithFencing())

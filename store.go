@@ -28,6 +28,13 @@ type store interface {
 	abandon(ctx context.Context, refs []*lockRef) (replies []int64, errs []error)
 	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, key, token string) (int64, error)
+	// inspect reads the lock at key in one round trip (see
+	// lua/state.lua); a quorum reads every node and fills Info.Nodes.
+	inspect(ctx context.Context, key string) (Info, error)
+	// breakLock ends the lock at key whatever its token, as a release
+	// would (see lua/break.lua), and returns what it held and whether a
+	// waiter was handed the lock.
+	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
 	// queues tells whether waiters queue on the server, where a release
 	// hands the lock to the first of them (see lua/release.lua). They then
 	// keep one token for all their attempts.
@@ -46,9 +53,9 @@ type lockRef struct {
 	fenceKey  string // the fence counter; the lock key itself without fencing
 	queueKey  string // waiters by arrival (see lua/acquire.lua)
 	expiryKey string // waiters by the time their place lapses
-	token     string
-	keyArg    any // key, boxed once
-	ttlArg    any // the TTL in milliseconds, boxed once per options
+	token     string // the key's value: the random token, then any metadata (see valueOf)
+	keyArg    any    // key, boxed once
+	ttlArg    any    // the TTL in milliseconds, boxed once per options
 	fenced    bool
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -29,16 +30,58 @@ const (
 
 func BenchmarkUncontended(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, c := range cyclers() {
+	for _, c := range append(cyclers(), metadataCycler()) {
 		b.Run("lib="+c.name, func(b *testing.B) { benchCycle(b, srv.Addr(), c) })
 	}
 }
 
 func BenchmarkUncontendedFencing(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, c := range fencedCyclers() {
+	for _, c := range append(fencedCyclers(), metadataCycler(redislock.WithFencing())) {
 		b.Run("lib="+c.name, func(b *testing.B) { benchCycle(b, srv.Addr(), c) })
 	}
+}
+
+// benchMetadata is what redislock run stores by default, typical of
+// holder metadata.
+const benchMetadata = "host=web-3.prod.example.com pid=424242 cmd=/usr/local/bin/settle"
+
+// metadataCycler is ours with WithMetadata(benchMetadata): against the
+// "ours" row, what holder metadata costs.
+func metadataCycler(opts ...redislock.Option) cycler {
+	return cycler{"ours+metadata", openOursCycle(append(opts, redislock.WithMetadata(benchMetadata))...)}
+}
+
+// BenchmarkInspect measures Client.Inspect of a held, fenced lock with
+// metadata: its latency and its round trips per call (rt/op, counted by a
+// go-redis hook), which must be 1.
+func BenchmarkInspect(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	counter := &callCounter{}
+	rdb := newGoRedis(srv.Addr(), counter)
+	defer rdb.Close()
+	locker := redislock.New(rdb, redislock.WithFencing(), redislock.WithMetadata(benchMetadata))
+	l, err := locker.Acquire(ctx, "bench:inspect", redislock.WithTTL(time.Hour), redislock.WithWatchdog(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if _, err := locker.Inspect(ctx, "bench:inspect"); err != nil { // loads the script
+		b.Fatal(err)
+	}
+	_, before := counter.snapshot()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		info, err := locker.Inspect(ctx, "bench:inspect")
+		if err != nil || !info.Held || info.Metadata != benchMetadata {
+			b.Fatalf("Inspect: %+v, %v", info, err)
+		}
+	}
+	b.StopTimer()
+	_, after := counter.snapshot()
+	b.ReportMetric(float64(after-before)/float64(b.N), "rt/op")
 }
 
 // benchCycle measures acquire + release on a fresh key, one goroutine.

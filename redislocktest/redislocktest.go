@@ -132,16 +132,19 @@ func (e *Env) Key(name string) string {
 }
 
 // Holder returns the token in the lock called name and true, or "" and
-// false when nobody holds it. Compare with Lock.Token.
+// false when nobody holds it. Compare with Lock.Token (a holder's metadata,
+// which the key holds after the token, is left out: read it with
+// Client.Inspect).
 func (e *Env) Holder(name string) (token string, held bool) {
 	e.t.Helper()
-	token, err := e.Mini.Get(e.Key(name))
+	value, err := e.Mini.Get(e.Key(name))
 	if err != nil {
 		if err == miniredis.ErrKeyNotFound {
 			return "", false
 		}
 		e.t.Fatalf("redislocktest: reading %s: %v", e.Key(name), err)
 	}
+	token, _, _ = strings.Cut(value, lockrules.MetadataSeparator)
 	return token, true
 }
 

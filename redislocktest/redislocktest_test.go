@@ -133,6 +133,16 @@ func TestHolderOfAFreeLock(t *testing.T) {
 	require.Empty(t, token)
 }
 
+func TestHolderOfALockWithMetadataIsItsToken(t *testing.T) {
+	env := redislocktest.New(t)
+	lock, err := env.Client.Acquire(context.Background(), "job", redislock.WithMetadata("host=a pid=1"))
+	require.NoError(t, err)
+	token, held := env.Holder("job")
+	require.True(t, held)
+	require.Equal(t, lock.Token(), token)
+	require.NoError(t, lock.Release(context.Background()))
+}
+
 // recorder is a TB that records failures instead of stopping a goroutine.
 type recorder struct {
 	failures []string

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -379,7 +380,7 @@ func TestRun(t *testing.T) {
 
 		code, stdout, stderr := runCLI(t, serverEnv(srv, dir), "status", "--prefix", "cron:", "job")
 		require.Equal(t, 0, code, stderr)
-		require.Contains(t, stdout, "key:   cron:{job}\nheld:  yes\n")
+		require.Contains(t, stdout, "key:      cron:{job}\nheld:     yes\n")
 
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644))
 		require.Equal(t, 0, p.wait(t), p.Stderr(t))
@@ -564,6 +565,26 @@ func TestRedisDown(t *testing.T) {
 		require.Equal(t, exitUnavailable, code, stderr)
 		require.Empty(t, stdout)
 	})
+
+	t.Run("status --json still prints one JSON object, with the error", func(t *testing.T) {
+		t.Parallel()
+		code, stdout, stderr := runCLI(t, env(down), "status", "--json", "job")
+		require.Equal(t, exitUnavailable, code, stderr)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+		require.Equal(t, "job", out["name"])
+		require.Equal(t, "lock:{job}", out["key"])
+		require.Contains(t, out["error"], "connection refused")
+		require.Equal(t, 1, strings.Count(stdout, "\n"), "one line: %q", stdout)
+	})
+
+	t.Run("break fails with 69", func(t *testing.T) {
+		t.Parallel()
+		code, stdout, stderr := runCLI(t, env(down), "break", "--yes", "job")
+		require.Equal(t, exitUnavailable, code, stderr)
+		require.Empty(t, stdout)
+		require.Contains(t, stderr, "connection refused")
+	})
 }
 
 func TestStatus(t *testing.T) {
@@ -575,11 +596,11 @@ func TestStatus(t *testing.T) {
 	t.Run("a free lock that never had a fence", func(t *testing.T) {
 		code, stdout, stderr := runCLI(t, environ, "status", "free-job")
 		require.Equal(t, 0, code, stderr)
-		require.Equal(t, "name:  free-job\nkey:   lock:{free-job}\nheld:  no\nttl:   -\nfence: none\n", stdout)
+		require.Equal(t, "name:     free-job\nkey:      lock:{free-job}\nheld:     no\nttl:      -\nholder:   -\nfence:    none\nwaiters:  0\n", stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "free-job")
 		require.Equal(t, 0, code, stderr)
-		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"fence":null}`, stdout)
+		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0}`, stdout)
 	})
 
 	t.Run("a held lock shows its remaining TTL and fence, never the token", func(t *testing.T) {
@@ -589,7 +610,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr := runCLI(t, environ, "status", "held-job")
 		require.Equal(t, 0, code, stderr)
-		m := regexp.MustCompile(`^name:  held-job\nkey:   lock:\{held-job\}\nheld:  yes\nttl:   (\S+)\nfence: ` + strconv.FormatInt(held.Fence(), 10) + `\n$`).FindStringSubmatch(stdout)
+		m := regexp.MustCompile(`^name:     held-job\nkey:      lock:\{held-job\}\nheld:     yes\nttl:      (\S+)\nholder:   none \(no metadata\)\nfence:    ` + strconv.FormatInt(held.Fence(), 10) + `\nwaiters:  0\n$`).FindStringSubmatch(stdout)
 		require.NotNil(t, m, stdout)
 		ttl, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
@@ -601,18 +622,18 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"fence":`+strconv.FormatInt(held.Fence(), 10)+`\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)
-		require.Contains(t, stdout, "held:  no\nttl:   -\nfence: "+strconv.FormatInt(lock.Fence(), 10)+"\n", "released, with its counter kept")
+		require.Contains(t, stdout, "held:     no\nttl:      -\nholder:   -\nfence:    "+strconv.FormatInt(lock.Fence(), 10)+"\n", "released, with its counter kept")
 	})
 
 	t.Run("a key without expiry is reported as such", func(t *testing.T) {
 		require.NoError(t, rdb.Set(context.Background(), "lock:{stuck}", "x", 0).Err())
 		code, stdout, stderr := runCLI(t, environ, "status", "stuck")
 		require.Equal(t, 0, code, stderr)
-		require.Contains(t, stdout, "held:  yes\nttl:   none (the key has no expiry)\n")
+		require.Contains(t, stdout, "held:     yes\nttl:      none (the key has no expiry)\n")
 	})
 
 	t.Run("a fence counter that is not a number is an error", func(t *testing.T) {
@@ -620,7 +641,7 @@ func TestStatus(t *testing.T) {
 		code, stdout, stderr := runCLI(t, environ, "status", "garbled")
 		require.Equal(t, exitUnavailable, code)
 		require.Empty(t, stdout)
-		require.Contains(t, stderr, "not an integer")
+		require.Contains(t, stderr, `the fence counter holds "abc", not a number`)
 	})
 }
 

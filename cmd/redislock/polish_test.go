@@ -46,13 +46,13 @@ func TestErrorsAreOneLine(t *testing.T) {
 	})
 }
 
-// ourFlags are the flags of run, status and doctor.
-var ourFlags = []string{"redis", "redis-mode", "prefix", "ttl", "wait", "grace", "fencing", "fail-open", "skip-exit-code", "verbose", "json", "timeout"}
+// ourFlags are the flags of run, status, break and doctor.
+var ourFlags = []string{"redis", "redis-mode", "prefix", "ttl", "wait", "grace", "fencing", "fail-open", "skip-exit-code", "verbose", "json", "timeout", "metadata", "yes"}
 
 func TestOneFlagStyleInHelpAndDocs(t *testing.T) {
 	t.Parallel()
 	flagLine := regexp.MustCompile(`^  --[a-z-]+( [A-Z]+)?$`)
-	for _, cmd := range []string{"run", "status", "doctor"} {
+	for _, cmd := range []string{"run", "status", "break", "doctor"} {
 		_, stdout, _ := runCLI(t, env(), "help", cmd)
 		var flags int
 		for _, l := range strings.Split(stdout, "\n") {

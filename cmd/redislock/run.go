@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redislock/redislock"
 )
@@ -59,6 +61,7 @@ type runConfig struct {
 	failOpen bool
 	skipCode int
 	verbose  bool
+	metadata string
 }
 
 // parseRun parses run's arguments. It returns ok=false with the exit code
@@ -74,6 +77,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags.BoolVar(&cfg.failOpen, "fail-open", false, "run COMMAND without the lock when Redis cannot be reached (default: fail closed, exit 69)")
 	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `CODE` (0-255) when another holder has the lock")
 	flags.BoolVar(&cfg.verbose, "verbose", false, "log at Debug level (acquisition and release, with the token) instead of Warn")
+	flags.StringVar(&cfg.metadata, "metadata", "", "`TEXT` stored with the lock for \"redislock status\" to show (at most 4096 bytes, one line; \"\" for none) (default \"host=HOSTNAME pid=PID cmd=COMMAND\")")
 
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,6 +96,11 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: missing COMMAND after --"), false
 	}
 	cfg.name, cfg.command = rest[0], rest[2:]
+	metadataSet := false
+	flags.Visit(func(f *flag.Flag) { metadataSet = metadataSet || f.Name == "metadata" })
+	if !metadataSet {
+		cfg.metadata = defaultMetadata(cfg.command[0])
+	}
 
 	if _, err := lockKey(cfg.redis.prefix, cfg.name); err != nil {
 		return cfg, usageError(stderr, "run: %v", err), false
@@ -107,6 +116,31 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: --skip-exit-code %d is not in 0-255", cfg.skipCode), false
 	}
 	return cfg, 0, true
+}
+
+// defaultMetadata is run's metadata without --metadata: where the holder
+// runs, "host=web-1 pid=4242 cmd=report", with redislock's own pid (the
+// process that holds the lock; COMMAND is its child). Bytes the library
+// refuses in metadata (control characters, line separators, bidirectional
+// controls, invalid UTF-8; see redislock.WithMetadata) are replaced, so
+// that an odd host or command name cannot stop the run.
+func defaultMetadata(command string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	s := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), command)
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	for len(s) > redislock.MaxMetadata {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }
 
 // terminating are the signals that end redislock while it waits for the
@@ -145,7 +179,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	locker := redislock.New(rdb,
 		redislock.WithLogger(logger),
 		redislock.WithKeyPrefix(cfg.redis.prefix),
-		redislock.WithTTL(cfg.ttl))
+		redislock.WithTTL(cfg.ttl),
+		redislock.WithMetadata(cfg.metadata))
 	start := time.Now()
 	lock, sig, err := acquire(locker, cfg, signals)
 	waited := ""

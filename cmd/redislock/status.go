@@ -10,29 +10,35 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redislock/redislock/internal/lockrules"
+	"github.com/redislock/redislock"
 )
 
 const statusUsage = `Usage: redislock status [flags] NAME
 
-Shows whether the lock NAME is held, its remaining TTL, and its fence
+Shows whether the lock NAME is held, its remaining TTL, the holder's
+metadata (what "redislock run" sets: host, pid and command), the fence
 counter (the last fencing token handed out; "none" before the first fenced
-acquisition). It reads PREFIX{NAME} and PREFIX{NAME}:fence in one
-transaction and never shows the holder's token. Exits 0 whether or not the
-lock is held, 64 on a usage error, 69 when Redis fails.
+acquisition) and the waiters queued for it. It reads them in one round trip
+(the library's Client.Inspect, a script that only reads) and never shows the
+holder's token. Exits 0 whether or not the lock is held, 64 on a usage
+error, 69 when Redis fails or a key holds a value of another type.
 
 Text output, one "field: value" per line:
-  name:  NAME
-  key:   lock:{NAME}
-  held:  yes | no
-  ttl:   1.5s | - (not held) | none (the key has no expiry)
-  fence: 12 | none
-With --json, one object: {"name","key","held","ttl_ms","fence"}, where ttl_ms
-is null when not held and -1 when the key has no expiry, and fence is null
-when there is no counter.
+  name:     NAME
+  key:      lock:{NAME}
+  held:     yes | no
+  ttl:      1.5s | - (not held) | none (the key has no expiry)
+  holder:   host=web-1 pid=4242 cmd=report | - (not held) | none (no metadata)
+  fence:    12 | none
+  waiters:  0
+With --json, one object: {"name","key","held","ttl_ms","metadata","fence",
+"waiters"}, where ttl_ms is null when not held and -1 when the key has no
+expiry, metadata is null when not held, and fence is null when there is no
+counter. When Redis fails, --json prints {"name","key","error"} on stdout
+(and the error on stderr) and exits 69.
 
 Flags:
 `
@@ -46,8 +52,20 @@ type lockStatus struct {
 	// TTLMillis is the remaining lease in ms, nil when not held, -1 when the
 	// key has no expiry.
 	TTLMillis *int64 `json:"ttl_ms"`
+	// Metadata is the holder's metadata, nil when not held, "" when the
+	// holder set none.
+	Metadata *string `json:"metadata"`
 	// Fence is the fence counter, nil when it does not exist.
 	Fence *int64 `json:"fence"`
+	// Waiters counts the waiters queued on the server.
+	Waiters int `json:"waiters"`
+}
+
+// statusError is status --json's output when Redis fails.
+type statusError struct {
+	Name  string `json:"name"`
+	Key   string `json:"key"`
+	Error string `json:"error"`
 }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
@@ -83,16 +101,23 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "status: %v", err)
 	}
-	newLogger(stderr, false)
+	logger := newLogger(stderr, false)
 	defer rdb.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	st, err := readStatus(ctx, rdb, name, key)
+	locker := redislock.New(rdb, redislock.WithLogger(logger), redislock.WithKeyPrefix(conn.prefix))
+	info, err := locker.Inspect(ctx, name)
 	if err != nil {
-		fmt.Fprintf(stderr, "redislock: status of %q: %s\n", name, line(err))
+		msg := libraryCause(err, "inspect", name)
+		fmt.Fprintf(stderr, "redislock: status of %q: %s\n", name, msg)
+		if asJSON {
+			out, _ := json.Marshal(statusError{Name: name, Key: key, Error: msg})
+			fmt.Fprintf(stdout, "%s\n", out)
+		}
 		return exitUnavailable
 	}
+	st := statusOf(info)
 	if asJSON {
 		out, _ := json.Marshal(st) // plain strings, bools and integers: cannot fail
 		fmt.Fprintf(stdout, "%s\n", out)
@@ -102,57 +127,31 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readStatus reads the lock key's TTL and its fence counter in one
-// MULTI/EXEC, so both describe the same instant (they share a hash slot, so
-// this works on Redis Cluster too).
-func readStatus(ctx context.Context, rdb redis.UniversalClient, name, key string) (lockStatus, error) {
-	var ttl *redis.DurationCmd
-	var fence *redis.StringCmd
-	var keyType, fenceType *redis.StatusCmd
-	_, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		keyType = pipe.Type(ctx, key)
-		fenceType = pipe.Type(ctx, key+":fence")
-		ttl = pipe.PTTL(ctx, key)
-		fence = pipe.Get(ctx, lockrules.Fence(key))
-		return nil
-	})
-	// A key of another type is someone else's data under our name, not a
-	// lock: say so, rather than "held" (PTTL works on any type) or
-	// WRONGTYPE (GET on the counter).
-	if t := keyType.Val(); t != "" && t != "string" && t != "none" {
-		return lockStatus{}, fmt.Errorf("%s holds a %s, not a lock", key, t)
-	}
-	if t := fenceType.Val(); t != "" && t != "string" && t != "none" {
-		return lockStatus{}, fmt.Errorf("%s:fence holds a %s, not a fence counter", key, t)
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return lockStatus{}, err
-	}
-	st := lockStatus{Name: name, Key: key}
-	switch remaining := ttl.Val(); {
-	case remaining == -2: // go-redis keeps Redis' -2 (no key) as a Duration
-	case remaining < 0:
-		st.Held, st.TTLMillis = true, ptr(int64(-1))
-	default:
-		st.Held, st.TTLMillis = true, ptr(remaining.Milliseconds())
-	}
-	if raw, err := fence.Result(); err == nil {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			return lockStatus{}, fmt.Errorf("fence counter %s holds %q, not an integer", lockrules.Fence(key), raw)
-		}
-		st.Fence = &n
-	} else if !errors.Is(err, redis.Nil) {
-		return lockStatus{}, err
-	}
-	return st, nil
+// libraryCause is line(err) without the library's "redislock: op "name": "
+// in front, which the command says in its own words.
+func libraryCause(err error, op, name string) string {
+	return strings.TrimPrefix(line(err), fmt.Sprintf("redislock: %s %q: ", op, name))
 }
 
-func ptr[T any](v T) *T { return &v }
+// statusOf converts the library's Info.
+func statusOf(info redislock.Info) lockStatus {
+	st := lockStatus{Name: info.Name, Key: info.Key, Held: info.Held, Waiters: info.Waiters}
+	if info.Held {
+		ttl := int64(-1)
+		if info.TTL >= 0 {
+			ttl = info.TTL.Milliseconds()
+		}
+		st.TTLMillis, st.Metadata = &ttl, &info.Metadata
+	}
+	if info.Fence != 0 {
+		st.Fence = &info.Fence
+	}
+	return st
+}
 
 // text formats st as aligned "field: value" lines.
 func (st lockStatus) text() string {
-	held, ttl, fence := "no", "-", "none"
+	held, ttl, holder, fence := "no", "-", "-", "none"
 	if st.Held {
 		held = "yes"
 		if *st.TTLMillis < 0 {
@@ -160,9 +159,14 @@ func (st lockStatus) text() string {
 		} else {
 			ttl = (time.Duration(*st.TTLMillis) * time.Millisecond).String()
 		}
+		holder = *st.Metadata
+		if holder == "" {
+			holder = "none (no metadata)"
+		}
 	}
 	if st.Fence != nil {
 		fence = strconv.FormatInt(*st.Fence, 10)
 	}
-	return fmt.Sprintf("name:  %s\nkey:   %s\nheld:  %s\nttl:   %s\nfence: %s\n", st.Name, st.Key, held, ttl, fence)
+	return fmt.Sprintf("name:     %s\nkey:      %s\nheld:     %s\nttl:      %s\nholder:   %s\nfence:    %s\nwaiters:  %d\n",
+		st.Name, st.Key, held, ttl, holder, fence, st.Waiters)
 }

@@ -5,7 +5,9 @@
 //
 // For the lock called name under prefix:
 //
-//	prefix{name}            the lock: the holder's token, with the lease as TTL
+//	prefix{name}            the lock: the holder's token, with the lease as
+//	                        TTL; with holder metadata, the token, then
+//	                        MetadataSeparator, then the metadata
 //	prefix{name}:fence      the fence counter (WithFencing); no expiry
 //	prefix{name}:q          the waiters' queue, by arrival (a sorted set)
 //	prefix{name}:qx         when each waiter's place lapses (a sorted set)
@@ -27,6 +29,11 @@ const (
 	ExpirySuffix   = ":qx"
 	ReleasedSuffix = ":released"
 )
+
+// MetadataSeparator comes between the token and the holder's metadata in
+// the lock key's value. It is neither in a token (base32) nor allowed in
+// metadata (a control character), so the value splits one way only.
+const MetadataSeparator = "\x1f"
 
 // ErrEmptyName is the error of an empty lock name.
 var ErrEmptyName = errors.New("empty lock name")

@@ -1,0 +1,61 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+)
+
+// Break ends the lock called name whatever its token, for operators: a
+// holder that is stuck (a process hung but alive, its watchdog still
+// extending) and that no one can stop. Applications must not call it to
+// take a lock: the holder is not told at once, and until its next
+// extension it still believes it holds the lock, so two holders may work
+// at the same time. Only fences make that safe.
+//
+// It acts as the holder's release would, in one script: the lock goes to
+// the first waiter queued on the server whose place has not lapsed (which
+// claims it with its next attempt), or, with nobody in line, the key is
+// deleted and the release announced to the waiters that listen. The
+// holder learns at its next extension (by default within TTL/3): the lock
+// is lost with reason Taken when a waiter has it, Expired when the key is
+// gone; its context is cancelled then. A fenced holder's fence is already
+// below that of any later holder (fences only grow), so a resource that
+// checks fences turns its late writes away.
+//
+// It returns what the lock held just before (Info.Held is false when there
+// was nothing to break, which is not an error), and logs it at Warn on the
+// Client's logger, without the token. On a quorum Client it deletes the
+// key on every node (a quorum has no queue) and reports each in
+// Info.Nodes. Errors are those of Inspect.
+func (c *Client) Break(ctx context.Context, name string) (Info, error) {
+	key, err := c.lockKey(ctx, name)
+	if err != nil {
+		return Info{}, err
+	}
+	info, handed, err := c.store.breakLock(ctx, key)
+	info.Name, info.Key = name, key
+	if err != nil {
+		return info, fmt.Errorf("redislock: break %q: %w", name, err)
+	}
+	if info.Held {
+		c.opts.log().Warn("redislock: lock broken", "name", name, "metadata", info.Metadata,
+			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
+	} else {
+		c.opts.log().Info("redislock: nothing to break: lock not held", "name", name)
+	}
+	return info, nil
+}
+
+func (s singleStore) breakLock(ctx context.Context, key string) (Info, bool, error) {
+	info, _, handed, err := parseState(breakScript.Run(ctx, s.rdb, stateKeys(key), s.publishCommand(), handoffClaimMs))
+	return info, handed, err
+}
+
+func (q *quorumStore) breakLock(ctx context.Context, key string) (Info, bool, error) {
+	info, err := q.gather(ctx, "break", func(ctx context.Context, n quorumNode) (Info, string, error) {
+		// No announcement: a quorum's waiters do not listen (see NewQuorum).
+		info, holder, _, err := parseState(breakScript.Run(ctx, n.rdb, stateKeys(key), "", handoffClaimMs))
+		return info, holder, err
+	})
+	return info, false, err
+}

@@ -1,0 +1,148 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redislock/redislock"
+)
+
+const breakUsage = `Usage: redislock break [flags] NAME
+
+For operators: ends the lock NAME whatever its holder, when the holder is
+stuck and cannot be stopped otherwise. It prints the lock's status (see
+"redislock status": the holder's metadata says which process it is), asks
+for confirmation on stdin unless --yes, then breaks it: the lock goes to the
+first waiter queued for it, as the holder's release would hand it on, or is
+deleted when nobody waits. What it broke is logged on stderr.
+
+The holder is not stopped: it learns at its next extension (within a third
+of its TTL with the defaults) that the lock is lost ("redislock run" then
+sends SIGTERM to its command and exits 70). Until then two holders may
+work at once; fencing tokens keep the old one's writes out, since its fence
+is below the next holder's.
+
+Exits 0 when the lock was broken or was not held, 1 when the confirmation
+was not given, 64 on a usage error, 69 when Redis fails or the key holds a
+value of another type.
+
+Flags:
+`
+
+// exitDeclined: break asked for confirmation and did not get it.
+const exitDeclined = 1
+
+func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var (
+		conn    redisFlags
+		yes     bool
+		timeout time.Duration
+	)
+	flags := flag.NewFlagSet("redislock break", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	conn.register(flags)
+	flags.BoolVar(&yes, "yes", false, "break without asking for confirmation")
+	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, breakUsage+flagDefaults(flags))
+			return 0
+		}
+		return usageError(stderr, "break: %s", doubleDash(err))
+	}
+	if flags.NArg() != 1 {
+		return usageError(stderr, "break: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
+	}
+	if timeout <= 0 {
+		return usageError(stderr, "break: --timeout %v must be positive", timeout)
+	}
+	name := flags.Arg(0)
+	if _, err := lockKey(conn.prefix, name); err != nil {
+		return usageError(stderr, "break: %v", err)
+	}
+	rdb, err := conn.connect()
+	if err != nil {
+		return usageError(stderr, "break: %v", err)
+	}
+	defer rdb.Close()
+	logger := newLogger(stderr, false)
+	locker := redislock.New(rdb, redislock.WithLogger(logger), redislock.WithKeyPrefix(conn.prefix))
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	info, err := locker.Inspect(ctx, name)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "redislock: break %q: %s\n", name, libraryCause(err, "inspect", name))
+		return exitUnavailable
+	}
+	fmt.Fprint(stdout, statusOf(info).text())
+	if !info.Held {
+		fmt.Fprintf(stdout, "%q is not held: nothing to break\n", name)
+		return 0
+	}
+	if !yes && !confirm(stdin, stderr, name) {
+		fmt.Fprintf(stderr, "redislock: %q not broken\n", name)
+		return exitDeclined
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	broken, err := locker.Break(ctx, name) // logs what it broke at Warn
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "redislock: break %q: %s\n", name, libraryCause(err, "break", name))
+		return exitUnavailable
+	}
+	if !broken.Held {
+		// Released (or expired) between the look and the break.
+		fmt.Fprintf(stdout, "%q was released meanwhile: nothing broken\n", name)
+		return 0
+	}
+	fmt.Fprintf(stdout, "broke %q, held by %s\n", name, holderOf(broken))
+	return 0
+}
+
+// confirm asks on stderr whether to break name and reads the answer from
+// stdin: "y" or "yes", in any case, confirms.
+func confirm(stdin io.Reader, stderr io.Writer, name string) bool {
+	fmt.Fprintf(stderr, "Break %q? Its holder keeps running until its next extension. [y/N] ", name)
+	answer, err := bufio.NewReader(stdin).ReadString('\n')
+	if !isTerminal(stdin) {
+		// Nobody typed it: show it, and end the prompt's line.
+		fmt.Fprintln(stderr, strings.TrimSpace(answer))
+	}
+	if err != nil && answer == "" {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// isTerminal tells whether r is a terminal (a character device).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// holderOf describes a holder for a message: its metadata, or that it set
+// none.
+func holderOf(info redislock.Info) string {
+	if info.Metadata == "" {
+		return "a holder without metadata"
+	}
+	return info.Metadata
+}

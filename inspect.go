@@ -1,0 +1,255 @@
+package redislock
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
+)
+
+// Info is what Client.Inspect reads of a lock, and what Client.Break found
+// before it broke one. It is a value that nothing in the library keeps or
+// changes after returning it (copies share Nodes). It never holds the
+// holder's token.
+type Info struct {
+	// Name is the lock name; Key its Redis key.
+	Name, Key string
+	// Held tells whether the lock is held. On a quorum Client: by the same
+	// holder on a majority of the nodes.
+	Held bool
+	// TTL is the lease left: 0 when the lock is not held, negative when the
+	// key has no expiry (someone removed it by hand: the lock will not
+	// lapse by itself; Break ends it).
+	TTL time.Duration
+	// Metadata is the holder's metadata (see WithMetadata), "" when none.
+	Metadata string
+	// Fence is the last fencing token handed out for the name, 0 when no
+	// fenced acquisition happened yet (or the counter was lost). The next
+	// fenced holder gets a larger one. Always 0 on a quorum Client, which
+	// does not fence.
+	Fence int64
+	// Waiters counts the callers waiting for the lock in the server's
+	// queue, on every Client and process: Acquire and RunWithLock calls
+	// with a retry strategy whose place has not lapsed. Always 0 on a
+	// quorum Client, whose waiters poll instead of queueing.
+	Waiters int
+	// Nodes is, on a quorum Client (NewQuorum), each node's view, in the
+	// order of the clients given to NewQuorum; nil on any other Client.
+	Nodes []NodeInfo
+}
+
+// NodeInfo is what one node of a quorum Client holds for a lock.
+type NodeInfo struct {
+	// Node names the node: "node 2 (127.0.0.1:6380)".
+	Node string
+	// Held, TTL and Metadata are as in Info, for this node alone.
+	Held     bool
+	TTL      time.Duration
+	Metadata string
+	// Majority tells whether the node holds the value that a majority
+	// holds, the holder Info reports.
+	Majority bool
+	// Err is why the node could not be read (the fields above are then
+	// zero): a Redis error, ErrNotALock, or a missed per-node timeout.
+	Err error
+}
+
+// Inspect reports the state of the lock called name, under the Client's key
+// prefix, in one round trip: whether it is held, the lease left, the
+// holder's metadata, the last fence handed out and how many waiters are
+// queued on the server. It runs a script that only reads (so all of it
+// describes one instant), and never sees or returns the holder's token.
+// Anyone may call it: it needs no lock and changes nothing, and it works
+// after Client.Close too. It is also the way to ask who leads an election
+// (Elect): the leader holds the lock.
+//
+// On a quorum Client it reads every node at once (waiting for each at most
+// the per-node timeout, TTL/20) and reports each in Info.Nodes; Info.Held
+// is set when a majority holds the same holder, with that holder's metadata
+// and the lease that a majority still guarantees.
+//
+// Errors:
+//   - ErrInvalidArgument for a nil ctx or a name Acquire would refuse
+//     (nothing is sent);
+//   - ErrNotALock when the lock's key, its fence counter or its queue holds
+//     a value of another type;
+//   - on a quorum Client, a *QuorumError when fewer than a majority of the
+//     nodes could be read (Info.Nodes then says what each one did);
+//   - otherwise the Redis error, wrapped with the name.
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+	key, err := c.lockKey(ctx, name)
+	if err != nil {
+		return Info{}, err
+	}
+	info, err := c.store.inspect(ctx, key)
+	info.Name, info.Key = name, key
+	if err != nil {
+		return info, fmt.Errorf("redislock: inspect %q: %w", name, err)
+	}
+	return info, nil
+}
+
+// lockKey checks the arguments of Inspect and Break and returns the lock's
+// key under the Client's prefix.
+func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
+	if ctx == nil {
+		return "", invalidf("nil context")
+	}
+	if c.defaultsErr != nil {
+		return "", c.defaultsErr
+	}
+	names, keyLen, err := lockKeys(c.opts.prefix, name)
+	if err != nil {
+		return "", err
+	}
+	return names[:keyLen], nil
+}
+
+// stateKeys are the keys the inspect and break scripts read, in the order
+// of lua/state.lua.
+func stateKeys(key string) []string {
+	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key)}
+}
+
+func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
+	info, _, _, err := parseState(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
+	return info, err
+}
+
+// parseState reads the reply of the inspect or break script (see
+// lua/state.lua): the Info, the holder's digest, and break's seventh
+// element (handed to a waiter).
+func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
+	val, err := cmd.Result()
+	if err != nil {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			err = notALockError(strings.TrimPrefix(err.Error(), "WRONGTYPE "))
+		}
+		return Info{}, "", false, err
+	}
+	reply, ok := val.([]any)
+	if !ok || len(reply) < 6 || len(reply) > 7 {
+		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
+	}
+	held, ok0 := reply[0].(int64)
+	pttl, ok1 := reply[1].(int64)
+	metadata, ok2 := reply[2].(string)
+	fence, ok3 := reply[3].(string)
+	waiters, ok4 := reply[4].(int64)
+	holder, ok5 := reply[5].(string)
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || held != 0 && held != 1 || waiters < 0 ||
+		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "") {
+		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
+	}
+	if fence != "" {
+		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
+			return Info{}, "", false, notALockError(fmt.Sprintf("the fence counter holds %q, not a number", fence))
+		}
+	}
+	info.Held, info.Metadata, info.Waiters = held == 1, metadata, int(waiters)
+	if info.Held {
+		info.TTL = leaseLeft(pttl)
+	}
+	if len(reply) == 7 {
+		n, ok := reply[6].(int64)
+		if !ok || n != 0 && n != 1 {
+			return Info{}, "", false, fmt.Errorf("unexpected reply %v from the break script", val)
+		}
+		handed = n == 1
+	}
+	return info, holder, handed, nil
+}
+
+// notALockError says which key holds what instead of a lock (the script's
+// words: "lock:{job} holds a hash, not a lock"); it matches ErrNotALock.
+type notALockError string
+
+func (e notALockError) Error() string        { return string(e) }
+func (e notALockError) Is(target error) bool { return target == ErrNotALock }
+
+// leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
+// and a lease about to end (0) to 1ms, so that a held lock never reports
+// the TTL of a free one.
+func leaseLeft(millis int64) time.Duration {
+	if millis < 0 {
+		return -1
+	}
+	return max(time.Duration(millis)*time.Millisecond, time.Millisecond)
+}
+
+func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
+	return q.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
+		info, holder, _, err := parseState(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
+		return info, holder, err
+	})
+}
+
+// gather runs read (inspect or break) on every node and sums up the
+// answers: what each node holds, and the holder that a majority holds, if
+// any, with the lease that a majority of them still guarantees.
+func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, error) {
+	start := time.Now()
+	infos := make([]Info, len(q.nodes))
+	holders := make([]string, len(q.nodes))
+	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
+		i := slices.IndexFunc(q.nodes, func(m quorumNode) bool { return m.label == n.label })
+		var err error
+		infos[i], holders[i], err = read(ctx, n)
+		return answer{err: err}
+	}, nil)
+	var info Info
+	counts := make(map[string]int)
+	var errs []error
+	for i, a := range answers {
+		node := NodeInfo{Node: q.nodes[i].label, Err: a.err}
+		if a.err == nil {
+			node.Held, node.TTL, node.Metadata = infos[i].Held, infos[i].TTL, infos[i].Metadata
+			if node.Held {
+				counts[holders[i]]++
+			}
+		} else {
+			errs = append(errs, a.err)
+		}
+		info.Nodes = append(info.Nodes, node)
+	}
+	var leases []time.Duration
+	for i := range info.Nodes {
+		node := &info.Nodes[i]
+		if node.Err == nil && node.Held && counts[holders[i]] >= q.needed {
+			node.Majority, info.Held, info.Metadata = true, true, node.Metadata
+			leases = append(leases, node.TTL)
+		}
+	}
+	if info.Held {
+		info.TTL = majorityLease(leases, q.needed)
+	}
+	if answered := len(q.nodes) - len(errs); answered < q.needed {
+		return info, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
+			Failed: len(errs), Elapsed: time.Since(start), Errors: errs}
+	}
+	return info, nil
+}
+
+// majorityLease is the needed-th longest of the majority's leases (as
+// quorumStore.pttl): the lease that a majority still guarantees. A lease
+// without expiry (negative) counts as the longest.
+func majorityLease(leases []time.Duration, needed int) time.Duration {
+	slices.SortFunc(leases, func(a, b time.Duration) int {
+		switch {
+		case a < 0 && b < 0:
+			return 0
+		case a < 0:
+			return -1
+		case b < 0:
+			return 1
+		}
+		return cmp.Compare(b, a)
+	})
+	return leases[needed-1]
+}
