@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -295,4 +296,36 @@ func TestElectLeavesNoGoroutineOnceCtxEnds(t *testing.T) {
 			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
 			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"))
 	})
+}
+
+// testElectOn runs an election on one deployment (Sentinel, Cluster), each
+// campaigner on a go-redis client of its own, as separate processes would
+// be: leadership passes on at a release (through the queue and the
+// release announcement, sharded on a cluster) and when a leader's lease
+// runs out without one.
+func testElectOn(t *testing.T, dial func(t *testing.T) redis.UniversalClient, name string) {
+	ctx := context.Background()
+	opts := []redislock.Option{quiet, redislock.WithTTL(500 * time.Millisecond), redislock.WithFencing()}
+	rdb := dial(t)
+	first := campaign(t, redislock.New(dial(t), opts...), "first", name)
+	firstTerm := first.nextTerm(t, 10*time.Second)
+	second := campaign(t, redislock.New(dial(t), opts...), "second", name)
+	eventually(t, 10*time.Second, func() bool { return rdb.ZCard(ctx, queueKey(name)).Val() == 1 }, "never queued")
+	firstTerm.finish <- nil
+	require.NoError(t, first.result(t))
+	secondTerm := second.nextTerm(t, 10*time.Second)
+	require.Greater(t, secondTerm.fence, firstTerm.fence)
+	require.Equal(t, secondTerm.token, rdb.Get(ctx, redislock.DefaultKeyPrefix+"{"+name+"}").Val())
+	secondTerm.finish <- nil
+	require.NoError(t, second.result(t))
+
+	// A leader that dies: its lease runs out, nothing is announced.
+	dead, err := redislock.New(dial(t), quiet, redislock.WithWatchdog(false), redislock.WithTTL(300*time.Millisecond),
+		redislock.WithFencing()).Acquire(ctx, name)
+	require.NoError(t, err)
+	third := campaign(t, redislock.New(dial(t), opts...), "third", name)
+	thirdTerm := third.nextTerm(t, 10*time.Second)
+	require.Greater(t, thirdTerm.fence, dead.Fence())
+	third.cancel(nil)
+	require.ErrorIs(t, third.result(t), context.Canceled)
 }
