@@ -35,7 +35,10 @@ import (
 //     lead's result. If the release found the lock no longer ours, the
 //     result also matches ErrLockLost.
 //
-// A panic in lead gives leadership up and continues. Client.Close ends the
+// WithMaxHold limits each term: at the limit lead's context is cancelled
+// (MaxHoldReached), leadership goes to the next in line, and this process
+// campaigns again, at the back of the line. A panic in lead gives
+// leadership up and continues. Client.Close ends the
 // term like any hold (lead's context is cancelled with a cause matching
 // ErrClosed) and hands leadership over at once.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/faultproxy"
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
@@ -328,4 +330,81 @@ func testElectOn(t *testing.T, dial func(t *testing.T) redis.UniversalClient, na
 	require.Greater(t, thirdTerm.fence, dead.Fence())
 	third.cancel(nil)
 	require.ErrorIs(t, third.result(t), context.Canceled)
+}
+
+func TestElectCampaignsOnThroughARedisOutage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		const name = "outage"
+		key := redislock.DefaultKeyPrefix + "{" + name + "}"
+		proxy, err := faultproxy.New(b.rdb.Options().Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = proxy.Close() })
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { _ = rdb.Close() })
+		logs := &logRecorder{}
+		cp := campaign(t, redislock.New(rdb, redislock.WithLogger(slog.New(logs)), redislock.WithTTL(300*time.Millisecond),
+			redislock.WithFencing()), "c", name)
+		first := cp.nextTerm(t, 10*time.Second)
+
+		// Redis goes away: the term is lost at its safe deadline, and the
+		// campaign goes on, failing, instead of returning.
+		proxy.SetMode(faultproxy.Refuse)
+		proxy.ResetAll()
+		waitDone(t, first.ctx, 10*time.Second)
+		var lost *redislock.LostError
+		require.ErrorAs(t, context.Cause(first.ctx), &lost)
+		require.Equal(t, redislock.Unreachable, lost.Reason)
+		eventually(t, 10*time.Second, func() bool {
+			_, ok := logs.find(slog.LevelWarn, "redis unreachable, campaigning again")
+			return ok
+		}, "no Warn for a failed campaign attempt")
+		select {
+		case err := <-cp.done:
+			t.Fatalf("Elect returned during the outage: %v", err)
+		default:
+		}
+
+		// Redis comes back; the lost term's key runs out; it leads again.
+		proxy.SetMode(faultproxy.Pass)
+		b.expireNow(t, key)
+		second := cp.nextTerm(t, 10*time.Second)
+		require.Greater(t, second.fence, first.fence)
+	})
+}
+
+func TestElectEndsWithErrClosedWhenTheClientClosesWhileItCampaigns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		holder, err := redislock.New(b.rdb, quiet).Acquire(ctx, "closing")
+		require.NoError(t, err)
+		defer func() { _ = holder.Release(ctx) }()
+		c := redislock.New(b.rdb, quiet)
+		cp := campaign(t, c, "c", "closing")
+		eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, queueKey("closing")).Val() == 1 }, "never queued")
+		require.NoError(t, c.Close(ctx))
+		require.ErrorIs(t, cp.result(t), redislock.ErrClosed)
+		require.ErrorIs(t, c.Elect(ctx, "closing", func(context.Context) error { return nil }), redislock.ErrClosed,
+			"Elect on a closed Client")
+	})
+}
+
+// WithMaxHold limits each term: at the limit, leadership goes to the next
+// in line and the former leader campaigns again, at the back.
+func TestElectWithMaxHoldRotatesLeadership(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		opts := []redislock.Option{quiet, redislock.WithMaxHold(100 * time.Millisecond), redislock.WithFencing()}
+		ctx := context.Background()
+		a := campaign(t, redislock.New(b.rdb, opts...), "a", "rotating")
+		aTerm := a.nextTerm(t, 10*time.Second)
+		bc := campaign(t, redislock.New(b.rdb, opts...), "b", "rotating")
+		eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, queueKey("rotating")).Val() == 1 }, "never queued")
+		bTerm := bc.nextTerm(t, 10*time.Second)
+		var lost *redislock.LostError
+		require.ErrorAs(t, context.Cause(aTerm.ctx), &lost)
+		require.Equal(t, redislock.MaxHoldReached, lost.Reason)
+		require.Greater(t, bTerm.fence, aTerm.fence)
+		again := a.nextTerm(t, 10*time.Second)
+		require.Greater(t, again.fence, bTerm.fence)
+		require.Error(t, bTerm.ctx.Err(), "b's term ended before a's next")
+	})
 }
