@@ -19,7 +19,12 @@ import (
 // hands the lock to the first in line), when the leader's lease would end
 // (a leader that died without a release is replaced within its TTL), and
 // every half second to keep its place in the queue (one small script call;
-// it also catches an announcement that was lost).
+// it also catches an announcement that was lost). On a NewQuorum Client,
+// which has neither queue nor announcements, it tries again when a
+// majority of the leader's keys would have expired, and at least once per
+// TTL: there a leader that gives up is replaced within a lease, not at
+// once. Elect blocks: run it on a goroutine of its own. Any number of
+// goroutines may call it.
 //
 // lead's context is derived from ctx and is cancelled when leadership is
 // lost, with the *LostError as its cause, or when ctx ends;
@@ -38,9 +43,10 @@ import (
 // WithMaxHold limits each term: at the limit lead's context is cancelled
 // (MaxHoldReached), leadership goes to the next in line, and this process
 // campaigns again, at the back of the line. A panic in lead gives
-// leadership up and continues. Client.Close ends the
-// term like any hold (lead's context is cancelled with a cause matching
-// ErrClosed) and hands leadership over at once.
+// leadership up and continues. Client.Close ends the term like any hold
+// (lead's context is cancelled with a cause matching ErrClosed) and hands
+// leadership over at once. A retry strategy set as the Client's default
+// is ignored.
 //
 // While Redis cannot be reached, Elect keeps campaigning, with jittered
 // backoff up to one second, and logs each failure at Warn: a leader
@@ -133,17 +139,20 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	}
 	o := new(options)
 	*o = *resolved
-	o.retry, o.campaign = campaignRetry{}, true
+	o.retry, o.campaign = campaignRetry{every: o.ttl}, true
 	return o, nil
 }
 
 // campaignRetry is the strategy of a campaign: its waits never run out.
-// They are long because they do not decide when the campaigner asks again:
-// a release announced, the leader's lease ending and (queued) the queue's
-// refresh do.
-type campaignRetry struct{}
+// A queued campaigner (one server, Sentinel, Cluster) does not ask at the
+// end of a wait: a release announced, the leader's lease ending and the
+// queue's refresh decide when it asks. A campaigner that cannot queue (a
+// quorum: no queue, no announcements) asks when a majority of the leader's
+// keys would have expired, and at the end of each wait, one TTL, when it
+// could not tell (a node down).
+type campaignRetry struct{ every time.Duration }
 
-func (campaignRetry) NextBackoff(int) (time.Duration, bool) { return time.Hour, true }
+func (s campaignRetry) NextBackoff(int) (time.Duration, bool) { return s.every, true }
 
 // campaignPause waits before campaigning again after Redis could not be
 // reached: a jittered backoff from 50ms doubling up to 1s. It returns

@@ -408,3 +408,27 @@ func TestElectWithMaxHoldRotatesLeadership(t *testing.T) {
 		require.Error(t, bTerm.ctx.Err(), "b's term ended before a's next")
 	})
 }
+
+// On a quorum there is no queue and no release announcement: a campaigner
+// asks again when a majority of the leader's keys would have expired.
+func TestElectOnAQuorum(t *testing.T) {
+	q := startQuorumServers(t, 3)
+	const name = "quorum-leader"
+	key := redislock.DefaultKeyPrefix + "{" + name + "}"
+	opts := []redislock.Option{redislock.WithTTL(500 * time.Millisecond)}
+	first := campaign(t, newQuorum(t, q.clients(), opts...), "first", name)
+	firstTerm := first.nextTerm(t, 10*time.Second)
+	second := campaign(t, newQuorum(t, q.otherProcess(t), opts...), "second", name)
+	firstTerm.finish <- nil
+	require.NoError(t, first.result(t))
+	secondTerm := second.nextTerm(t, 10*time.Second)
+	require.GreaterOrEqual(t, len(q.holding(t, key, secondTerm.token, 0, 1, 2)), 2, "a majority holds the leader's token")
+	secondTerm.finish <- nil
+	require.NoError(t, second.result(t))
+
+	// A leader that died: its keys run out, nothing is announced.
+	q.setForeign(t, key, 300*time.Millisecond, 0, 1, 2)
+	third := campaign(t, newQuorum(t, q.otherProcess(t), opts...), "third", name)
+	thirdTerm := third.nextTerm(t, 10*time.Second)
+	require.GreaterOrEqual(t, len(q.holding(t, key, thirdTerm.token, 0, 1, 2)), 2, "a majority holds the leader's token")
+}
