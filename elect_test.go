@@ -127,7 +127,7 @@ func TestElect(t *testing.T) {
 			key = redislock.DefaultKeyPrefix + "{" + name + "}"
 		}
 		ctx := context.Background()
-		opts := []redislock.Option{quiet, redislock.WithTTL(time.Second), redislock.WithFencing()}
+		opts := []redislock.Option{quiet, redislock.WithTTL(2 * time.Second), redislock.WithFencing()}
 
 		t.Run("each leader in turn, one at a time, each term fenced above the last", func(t *testing.T) {
 			fresh()
@@ -323,7 +323,7 @@ func TestElectLeavesNoGoroutineOnceCtxEnds(t *testing.T) {
 // runs out without one.
 func testElectOn(t *testing.T, dial func(t *testing.T) redis.UniversalClient, name string) {
 	ctx := context.Background()
-	opts := []redislock.Option{quiet, redislock.WithTTL(500 * time.Millisecond), redislock.WithFencing()}
+	opts := []redislock.Option{quiet, redislock.WithTTL(2 * time.Second), redislock.WithFencing()}
 	rdb := dial(t)
 	first := campaign(t, redislock.New(dial(t), opts...), "first", name)
 	firstTerm := first.nextTerm(t, 10*time.Second)
@@ -431,7 +431,7 @@ func TestElectOnAQuorum(t *testing.T) {
 	q := startQuorumServers(t, 3)
 	const name = "quorum-leader"
 	key := redislock.DefaultKeyPrefix + "{" + name + "}"
-	opts := []redislock.Option{redislock.WithTTL(500 * time.Millisecond)}
+	opts := []redislock.Option{redislock.WithTTL(2 * time.Second)}
 	first := campaign(t, newQuorum(t, q.clients(), opts...), "first", name)
 	firstTerm := first.nextTerm(t, 10*time.Second)
 	second := campaign(t, newQuorum(t, q.otherProcess(t), opts...), "second", name)

@@ -51,7 +51,7 @@ func startElectedPod(t *testing.T, addr string, index int, runs *runLog) *electe
 	t.Cleanup(func() { _ = proxy.Close() })
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	elector, err := gocronlock.NewElector(rdb, "report-jobs", quiet, redislock.WithTTL(time.Second))
+	elector, err := gocronlock.NewElector(rdb, "report-jobs", quiet, redislock.WithTTL(2*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, elector.Start(context.Background()))
 	t.Cleanup(func() { _ = elector.Stop() })
@@ -78,7 +78,7 @@ func TestThreeSchedulersWithElectorsOnlyTheLeaderRunsTheJobs(t *testing.T) {
 				// knows its lease may be over, so does the server.
 				eventually(t, 10*time.Second, func() bool { return leader.elector.IsLeader(context.Background()) != nil },
 					"the cut leader still leads")
-				b.mini.FastForward(time.Second)
+				b.mini.FastForward(2 * time.Second)
 			}
 		}},
 	}
@@ -108,7 +108,7 @@ func TestThreeSchedulersWithElectorsOnlyTheLeaderRunsTheJobs(t *testing.T) {
 				}
 
 				fault.depose(t, b, pods[leader])
-				// Another pod leads within the TTL (1s), and from its first
+				// Another pod leads within the TTL (2s), and from its first
 				// run on, only it runs the job.
 				var next int
 				eventually(t, 10*time.Second, func() bool {
