@@ -66,7 +66,8 @@ import (
 //   - a Redis error that is an answer (WRONGTYPE on the lock key, NOPERM),
 //     wrapped.
 //
-// Elect never returns nil unless lead returned nil on its own. To know who
+// Each term is logged at Info when it begins (a loss at Error, as for any
+// lock). Elect never returns nil unless lead returned nil on its own. To know who
 // leads now, ask for the lock called name from any process.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {

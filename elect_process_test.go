@@ -58,8 +58,9 @@ type electEvent struct {
 // TestElectHelperProcess is not a test of its own: it is a campaigner
 // process that TestElectAcrossProcesses starts. It campaigns; on "stop"
 // from stdin it ends its campaign (a clean shutdown: Elect's ctx is
-// cancelled) and begins a new one. Without the environment variable it
-// does nothing.
+// cancelled) and begins a new one; on "close" it closes its Client (a
+// pod's shutdown) and campaigns again with a new one on the next line.
+// Without the environment variable it does nothing.
 func TestElectHelperProcess(t *testing.T) {
 	raw := os.Getenv(electHelperEnv)
 	if raw == "" {
@@ -103,10 +104,29 @@ func TestElectHelperProcess(t *testing.T) {
 			return
 		}
 		report(electEvent{Event: "stopping", Mono: monoNow()})
+		want, closing := context.Canceled, stdin.Text() == "close"
+		if closing {
+			// A pod's shutdown by Client.Close: its Elect ends with
+			// ErrClosed.
+			want = redislock.ErrClosed
+			if err := c.Close(context.Background()); err != nil {
+				cancel()
+				report(electEvent{Event: "err", Err: fmt.Sprint(err)})
+				return
+			}
+		}
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; !errors.Is(err, want) {
 			report(electEvent{Event: "err", Err: fmt.Sprint(err)})
 			return
+		}
+		if closing {
+			// The pod is gone; a new one (a new Client) campaigns when
+			// the parent says so, once the handover is measured.
+			if !stdin.Scan() {
+				return
+			}
+			c = redislock.New(newRedisClient(t, cfg.Addr), quiet, redislock.WithTTL(electTrialTTL), redislock.WithFencing())
 		}
 	}
 }
@@ -205,7 +225,7 @@ func TestElectAcrossProcesses(t *testing.T) {
 	log := &eventLog{events: events}
 	leader := log.nextEvent(t, "lead")
 	fences := []int64{leader.Fence}
-	var takeovers, pastTTL, resumedToLoss, handovers []time.Duration
+	var takeovers, pastTTL, resumedToLoss []time.Duration
 
 	// A frozen leader: another takes over once its lease has run out, and
 	// its lead ctx ends when it resumes. It is frozen as soon as it
@@ -233,17 +253,26 @@ func TestElectAcrossProcesses(t *testing.T) {
 		leader = next
 	}
 
-	// A clean shutdown: the leader's Elect ctx is cancelled, it releases,
-	// and the first in the queue leads.
-	for range trials {
-		_, err := io.WriteString(procs[leader.Who].stdin, "stop\n")
-		require.NoError(t, err)
-		stopping := log.nextEvent(t, "stopping")
-		require.Equal(t, leader.Who, stopping.Who)
-		next := log.nextEvent(t, "lead")
-		handovers = append(handovers, time.Duration(next.Mono-stopping.Mono))
-		fences = append(fences, next.Fence)
-		leader = next
+	// A clean shutdown: the leader's Elect ctx is cancelled ("stop") or
+	// its Client closed ("close"); it releases, and the first in the queue
+	// leads.
+	handovers := map[string][]time.Duration{}
+	for _, how := range []string{"stop", "close"} {
+		for range trials {
+			_, err := io.WriteString(procs[leader.Who].stdin, how+"\n")
+			require.NoError(t, err)
+			stopping := log.nextEvent(t, "stopping")
+			require.Equal(t, leader.Who, stopping.Who)
+			next := log.nextEvent(t, "lead")
+			require.NotEqual(t, leader.Who, next.Who)
+			handovers[how] = append(handovers[how], time.Duration(next.Mono-stopping.Mono))
+			if how == "close" {
+				_, err := io.WriteString(procs[leader.Who].stdin, "rejoin\n")
+				require.NoError(t, err)
+			}
+			fences = append(fences, next.Fence)
+			leader = next
+		}
 	}
 	for i := 1; i < len(fences); i++ {
 		require.Greater(t, fences[i], fences[i-1], "term %d's fence is not above the last: %v", i, fences)
@@ -252,9 +281,10 @@ func TestElectAcrossProcesses(t *testing.T) {
 	t.Logf("FIGURE | event | p50 | p99 | max |")
 	t.Logf("FIGURE |---|---|---|---|")
 	t.Logf("FIGURE | leader frozen (SIGSTOP): new leader's lead called, after the SIGSTOP | %s |", quantiles(takeovers))
-	t.Logf("FIGURE | the same, minus the TTL: the wait past the frozen leader's lease | %s |", quantiles(pastTTL))
+	t.Logf("FIGURE | the same, minus the TTL (the lease began at the server, a little before the SIGSTOP: this can be below zero) | %s |", quantiles(pastTTL))
 	t.Logf("FIGURE | frozen leader resumed (SIGCONT): its lead ctx cancelled, after the SIGCONT | %s |", quantiles(resumedToLoss))
-	t.Logf("FIGURE | clean shutdown (Elect's ctx cancelled): new leader's lead called, after the cancel | %s |", quantiles(handovers))
+	t.Logf("FIGURE | clean shutdown (Elect's ctx cancelled): new leader's lead called, after the cancel | %s |", quantiles(handovers["stop"]))
+	t.Logf("FIGURE | clean shutdown (Client.Close): new leader's lead called, after Close was called | %s |", quantiles(handovers["close"]))
 }
 
 // quantiles formats the p50, p99 and max of ds (nearest rank) as table
