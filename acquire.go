@@ -135,7 +135,8 @@ func (a *acquisition) init(names string, keyLen int) {
 	if a.queued {
 		a.l.ref.token = valueOf(rand.Text(), a.o.metadata) // 26 base32 characters, 130 bits from crypto/rand
 	}
-	if _, ok := a.ctx.Deadline(); a.waits && !ok {
+	// A campaign (Elect) waits until its ctx ends, however long.
+	if _, ok := a.ctx.Deadline(); a.waits && !ok && !a.o.campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
 	}
 }

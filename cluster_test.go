@@ -203,6 +203,11 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("Elect passes leadership on at a release and at a dead leader's lease end", func(t *testing.T) {
+		flush(t)
+		testElectOn(t, func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, "cluster-leader")
+	})
+
 	t.Run("a held lock survives the migration of its slot with no second holder", func(t *testing.T) {
 		flush(t)
 		testSlotMigration(t, cluster, rdb)

@@ -281,3 +281,43 @@ func ExampleClient_Break() {
 	// broke the lock held by host=worker-7
 	// holder's release: redislock: lock not held: "reindex": expired
 }
+
+// Every pod campaigns for leadership from start to shutdown; one leads at a
+// time. When the leader shuts down (its ctx ends, or Client.Close), it
+// gives leadership up at once and the next pod leads; when it dies, the
+// next leads once its lease runs out.
+func ExampleClient_Elect() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+
+	terms := make(chan string)
+	campaign := func(ctx context.Context, pod string, done chan<- error) {
+		locker := redislock.New(rdb, quiet, redislock.WithTTL(10*time.Second), redislock.WithFencing())
+		done <- locker.Elect(ctx, "report-scheduler", func(ctx context.Context) error {
+			// Runs while this pod leads; ctx ends when it stops leading.
+			fence, _ := redislock.FenceFromContext(ctx)
+			terms <- fmt.Sprintf("%s leads, fence %d", pod, fence)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	}
+
+	podA, shutdownA := context.WithCancel(context.Background())
+	podB, shutdownB := context.WithCancel(context.Background())
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go campaign(podA, "pod-a", doneA)
+	fmt.Println(<-terms)
+	go campaign(podB, "pod-b", doneB) // waits: pod-a leads
+
+	shutdownA() // SIGTERM on pod-a: it gives leadership up
+	fmt.Println("pod-a:", <-doneA)
+	fmt.Println(<-terms) // pod-b took over, with a higher fence
+	shutdownB()
+	fmt.Println("pod-b stopped:", errors.Is(<-doneB, context.Canceled))
+	// Output:
+	// pod-a leads, fence 1796342400000000
+	// pod-a: redislock: elect "report-scheduler": context canceled
+	// pod-b leads, fence 1796342400000001
+	// pod-b stopped: true
+}

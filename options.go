@@ -51,6 +51,7 @@ type options struct {
 	metadata       string // WithMetadata; "" for none
 	err            error  // bad option values, reported by every call
 	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
+	campaign       bool   // Elect's acquisitions: no MaxWaitWithoutDeadline cap
 }
 
 func defaultOptions() options {

@@ -68,6 +68,10 @@ func TestSentinel(t *testing.T) {
 		}
 	})
 
+	t.Run("Elect passes leadership on at a release and at a dead leader's lease end", func(t *testing.T) {
+		testElectOn(t, func(t *testing.T) redis.UniversalClient { return set.Client(t) }, "sentinel-leader")
+	})
+
 	t.Run("failover right after acquiring: a second holder only without replica ack", func(t *testing.T) {
 		trials := 3
 		if v := os.Getenv(failoverTrialsEnv); v != "" {
