@@ -57,8 +57,12 @@ const (
 	// most watchRetryMax plus two round trips.
 	watchRetryMin = 5 * time.Millisecond
 	watchRetryMax = 50 * time.Millisecond
-	// watchLinger is how long the watch stays open with no lock held.
-	watchLinger = time.Second
+	// watchLinger is how long the watch stays open with no lock held: a
+	// stream of locks with shorter gaps opens it once. watchTick is how
+	// often its goroutine looks at that (the idle connection's read
+	// timeout): it is gone within watchLinger+watchTick of the last lock.
+	watchLinger = 100 * time.Millisecond
+	watchTick   = 50 * time.Millisecond
 	// watchChannel follows the Client's key prefix, so that an ACL that
 	// grants the lock channels (&lock:*) grants it too.
 	watchChannel = "redislock:restart-watch"
@@ -139,7 +143,7 @@ func (w *restartWatch) run() {
 	down := ps.Subscribe(ctx, w.channel) != nil // the server is down already
 	wait := watchRetryMin
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, watchLinger)
+		msg, err := ps.ReceiveTimeout(ctx, watchTick)
 		switch {
 		case err == nil:
 			if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
