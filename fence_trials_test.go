@@ -93,6 +93,7 @@ type fenceTrialOutcome struct {
 	told        time.Duration // server answering again -> holder told
 	overlap     bool          // another Client acquired while the holder still believed it held
 	window      time.Duration // that Client's Acquire returning -> holder told
+	held        time.Duration // how long the lock was held when the fault began
 	note        string
 }
 
@@ -126,8 +127,8 @@ func TestFenceTrials(t *testing.T) {
 				o := fenceTrial(t, r, lockName)
 				outcomes = append(outcomes, o)
 				if o.lost {
-					t.Logf("trial %d: regressions %d, lost (%v), told %v after the server answered, two holders %v for %v; %s",
-						i+1, o.regressions, o.reason, o.told.Round(time.Millisecond), o.overlap, o.window.Round(time.Millisecond), o.note)
+					t.Logf("trial %d: fault after %v of holding, regressions %d, lost (%v), told %v after the server answered, two holders %v for %v; %s",
+						i+1, o.held.Round(time.Millisecond), o.regressions, o.reason, o.told.Round(time.Millisecond), o.overlap, o.window.Round(time.Millisecond), o.note)
 				} else {
 					t.Logf("trial %d: regressions %d, the lock survived; %s", i+1, o.regressions, o.note)
 				}
@@ -198,13 +199,15 @@ func fenceTrial(t *testing.T, rig fenceRig, name string) fenceTrialOutcome {
 	require.NoError(t, err)
 	before = append(before, held.Fence())
 	toldAt := lossStamp(held.Context())
+	heldSince := time.Now()
 	if rig.randomPhase {
 		<-time.After(rand.N(fenceTrialTTL / 3))
 	}
+	heldFor := time.Since(heldSince)
 
 	back, note := rig.inject(t, name, before)
 	var o fenceTrialOutcome
-	o.note = note
+	o.note, o.held = note, heldFor
 	var after []int64
 	second, err := contender.Acquire(ctx, name)
 	acquiredAt := time.Now()

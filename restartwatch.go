@@ -28,10 +28,12 @@ import (
 // (see scheduler.lookAtAll) instead of each at its next interval.
 //
 // There is one watch per go-redis client, shared by every Client made on
-// it (a Client per request costs no connection of its own). It opens with
-// the first lock held and closes watchLinger after the last one is
-// released (so a stream of short locks does not open and close it each
-// time), or when the go-redis client is closed. It runs on a single server
+// it (a Client per request costs no connection of its own). A Client joins
+// it once it has held locks for watchDelay (so short locks never open it)
+// and leaves it with its last lock; it closes watchLinger after its last
+// member left (so a stream of locks does not open and close it each time),
+// at once on Client.Close when nobody else uses it, or when the go-redis
+// client is closed. It runs on a single server
 // and on Sentinel; on a Cluster and on a quorum Client the watchdog's own
 // checks (a key found gone, Redis answering again after a failed batch)
 // remain. A user without the right to subscribe gets no watch (logged at
@@ -62,7 +64,12 @@ const (
 	// often its goroutine looks at that (the idle connection's read
 	// timeout): it is gone within watchLinger+watchTick of the last lock.
 	watchLinger = 100 * time.Millisecond
-	watchTick   = 50 * time.Millisecond
+	// watchDelay is how long a Client holds locks before it joins the
+	// watch: a lock released sooner never opens a connection (most are),
+	// and a restart in a lock's first watchDelay is still heard at its
+	// next extension.
+	watchDelay = 50 * time.Millisecond
+	watchTick  = 50 * time.Millisecond
 	// watchChannel follows the Client's key prefix, so that an ACL that
 	// grants the lock channels (&lock:*) grants it too.
 	watchChannel = "redislock:restart-watch"

@@ -76,26 +76,36 @@ func connectionsReceived(t *testing.T, admin *redis.Client) int64 {
 }
 
 // The watch is one connection per go-redis client, shared by its Clients;
-// it stays open across a stream of short locks (not one connection per
-// lock) and closes after the last lock.
+// short locks never open it; it stays open across a stream of locks (not
+// one connection per lock) and closes after the last lock.
 func TestTheRestartWatchIsOneConnectionOpenWhileLocksAreHeld(t *testing.T) {
 	server := redistest.Start(t)
 	admin := newRedisClient(t, server.Addr())
 	rdb := newRedisClient(t, server.Addr())
 	ctx := context.Background()
 	a, b := redislock.New(rdb, quiet), redislock.New(rdb, quiet)
+	// Short locks (released within watchDelay, 50 ms) open no watch.
+	for range 200 {
+		l, err := a.Acquire(ctx, "short")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Zero(t, countPubSubClients(t, admin), "short locks opened the watch")
+
+	// Locks held long enough to open it, one after another, from two
+	// Clients: one connection for the whole stream, not one per lock.
 	before := connectionsReceived(t, admin)
-	for i := range 400 {
+	for i := range 10 {
 		c := a
 		if i%2 == 1 {
 			c = b
 		}
-		l, err := c.Acquire(ctx, "short")
+		l, err := c.Acquire(ctx, "held")
 		require.NoError(t, err)
+		watchOpen(t, rdb)
 		require.NoError(t, l.Release(ctx))
 	}
-	// The pool dials for the loop; the watch once, not lock after lock.
-	require.LessOrEqual(t, connectionsReceived(t, admin)-before, int64(3), "connections opened during 400 short locks")
+	require.LessOrEqual(t, connectionsReceived(t, admin)-before, int64(2), "connections opened during 10 locks in a row")
 
 	la, err := a.Acquire(ctx, "a")
 	require.NoError(t, err)

@@ -34,7 +34,8 @@ type scheduler struct {
 	watchRDB  redis.UniversalClient
 	watchOpts *options
 	watch     *restartWatch
-	watching  bool // a member of watch
+	watching  bool      // a member of watch
+	watchAt   time.Time // when to join watch, once locks have been held for watchDelay; zero: not pending
 
 	mu    sync.Mutex
 	queue timeHeap[*Lock] // by watch.due
@@ -76,16 +77,19 @@ func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
 	}
 	l.watch.due, l.watch.slack = due, interval/4
 	s.queue.set(l)
+	if s.watchRDB != nil && !s.watching && s.watchAt.IsZero() {
+		s.watchAt = time.Now().Add(watchDelay)
+	}
 	s.armLocked()
-	s.joinWatchLocked()
 }
 
 // joinWatchLocked makes the scheduler a member of its restart watch (see
-// restartWatch), unless it is one.
-func (s *scheduler) joinWatchLocked() {
-	if s.watchRDB == nil || s.watching {
+// restartWatch) once locks have been held for watchDelay, unless it is one.
+func (s *scheduler) joinWatchLocked(now time.Time) {
+	if s.watching || s.watchAt.IsZero() || now.Before(s.watchAt) {
 		return
 	}
+	s.watchAt = time.Time{}
 	if s.watch == nil || !s.watch.join(s) {
 		s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
 	}
@@ -94,6 +98,7 @@ func (s *scheduler) joinWatchLocked() {
 
 // leaveWatchLocked ends the membership: no lock is left to check.
 func (s *scheduler) leaveWatchLocked() {
+	s.watchAt = time.Time{}
 	if s.watching {
 		s.watch.leave(s)
 		s.watching = false
@@ -134,7 +139,11 @@ func (s *scheduler) close() <-chan struct{} {
 // timer when its batch is done).
 func (s *scheduler) armLocked() {
 	if first, ok := s.queue.first(); ok && !s.busy {
-		s.timer.arm(first.watch.due)
+		at := first.watch.due
+		if !s.watchAt.IsZero() && s.watchAt.Before(at) {
+			at = s.watchAt
+		}
+		s.timer.arm(at)
 	}
 }
 
@@ -150,6 +159,7 @@ func (s *scheduler) fire() {
 	}
 	s.busy = true
 	s.timer.fired()
+	s.joinWatchLocked(time.Now())
 	for {
 		now := time.Now()
 		var batch []*Lock
