@@ -15,13 +15,14 @@ import (
 	"github.com/redislock/redislock/internal/redistest"
 )
 
-// sendGate is a go-redis hook that holds the lock commands (SET and the
-// scripts, keyed under our prefix) a client sends, alone or in a pipeline,
-// until the test opens the gate for each kind, and records the keys of the
-// lock commands of every round trip.
+// sendGate is a go-redis hook that holds the acquire attempts (SET and the
+// acquire script) a client sends, alone or in a pipeline, until the test
+// opens the gate for each kind, and records the keys of the attempts of
+// every round trip. Releases pass.
 type sendGate struct {
 	single, pipeline chan struct{} // closed: open
-	held             atomic.Int32  // sends waiting at the gate
+	opened           [2]sync.Once
+	held             atomic.Int32 // sends waiting at the gate
 	mu               sync.Mutex
 	trips            [][]string
 }
@@ -30,25 +31,29 @@ func newSendGate() *sendGate {
 	return &sendGate{single: make(chan struct{}), pipeline: make(chan struct{})}
 }
 
+// openSingle lets commands sent alone through; openPipeline, pipelines.
+func (g *sendGate) openSingle()   { g.opened[0].Do(func() { close(g.single) }) }
+func (g *sendGate) openPipeline() { g.opened[1].Do(func() { close(g.pipeline) }) }
+
 func (g *sendGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g *sendGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		g.pass(g.single, cmd)
+		g.pass(ctx, g.single, cmd)
 		return next(ctx, cmd)
 	}
 }
 
 func (g *sendGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		g.pass(g.pipeline, cmds...)
+		g.pass(ctx, g.pipeline, cmds...)
 		return next(ctx, cmds)
 	}
 }
 
 // pass records the keys of cmds' lock commands as one round trip and
-// waits at gate when there are any.
-func (g *sendGate) pass(gate chan struct{}, cmds ...redis.Cmder) {
+// waits at gate (or until ctx ends) when there are any.
+func (g *sendGate) pass(ctx context.Context, gate chan struct{}, cmds ...redis.Cmder) {
 	var keys []string
 	for _, cmd := range cmds {
 		if key := lockKeyOf(cmd); key != "" {
@@ -62,11 +67,15 @@ func (g *sendGate) pass(gate chan struct{}, cmds ...redis.Cmder) {
 	g.trips = append(g.trips, keys)
 	g.mu.Unlock()
 	g.held.Add(1)
-	<-gate
+	select {
+	case <-gate:
+	case <-ctx.Done():
+	}
 	g.held.Add(-1)
 }
 
-// lockKeyOf returns the lock key of a SET or script call, or "".
+// lockKeyOf returns the lock key of an acquire attempt (SET or the
+// acquire script), or "": releases (and the janitor's) pass.
 func lockKeyOf(cmd redis.Cmder) string {
 	args := cmd.Args()
 	pos := 0
@@ -74,6 +83,9 @@ func lockKeyOf(cmd redis.Cmder) string {
 	case "set":
 		pos = 1
 	case "evalsha", "eval":
+		if sha, _ := args[1].(string); sha == releaseSHA || sha == releaseSource {
+			return ""
+		}
 		pos = 3
 	}
 	if pos == 0 || len(args) <= pos {
@@ -103,6 +115,7 @@ func newGatedClient(t *testing.T, ctx context.Context, addr string) (*Client, *r
 	warmUp(t, ctx, c)
 	gate := newSendGate()
 	rdb.AddHook(gate)
+	t.Cleanup(func() { gate.openSingle(); gate.openPipeline() }) // before Close, on a failure
 	return c, rdb, gate
 }
 
@@ -149,8 +162,8 @@ func TestConcurrentCallersShareOneRoundTrip(t *testing.T) {
 			rest = append(rest, acquireAsync(ctx, c, name))
 		}
 		waitFor(t, func() bool { return queuedCommands(c) == len(names) }, "the other callers did not queue")
-		close(gate.single)
-		close(gate.pipeline)
+		gate.openSingle()
+		gate.openPipeline()
 
 		var locks []*Lock
 		for _, got := range append(first, rest...) {
@@ -189,8 +202,8 @@ func TestACallerWhoseContextEndsWhileQueuedSendsNothing(t *testing.T) {
 		require.False(t, errors.Is(r.err, ErrNotAcquired), "no attempt had an answer")
 		require.Zero(t, queuedCommands(c), "and its command left the queue")
 
-		close(gate.single)
-		close(gate.pipeline)
+		gate.openSingle()
+		gate.openPipeline()
 		for _, got := range first {
 			r := <-got
 			require.NoError(t, r.err)
@@ -218,13 +231,13 @@ func TestAReplyNobodyWaitsForAnyMoreLeavesNoLockHeld(t *testing.T) {
 		quitter := acquireAsync(quitCtx, c, "quitter")
 		stayer := acquireAsync(ctx, c, "stayer")
 		waitFor(t, func() bool { return queuedCommands(c) == 2 }, "the callers did not queue")
-		close(gate.single) // the first sends end; the queue goes out in a pipeline, which waits at the gate
+		gate.openSingle() // the first sends end; the queue goes out in a pipeline, which waits at the gate
 		waitFor(t, func() bool { return queuedCommands(c) == 0 && gate.held.Load() == 1 }, "the pipeline did not leave")
 		quit()
 		r := <-quitter
 		require.ErrorIs(t, r.err, context.Canceled, "it stops waiting while its attempt is on its way")
 
-		close(gate.pipeline) // the attempt lands: the key is taken for a token nobody holds
+		gate.openPipeline() // the attempt lands: the key is taken for a token nobody holds
 		for _, got := range append(first, stayer) {
 			r := <-got
 			require.NoError(t, r.err)
@@ -316,4 +329,40 @@ func TestOneClusterNodesCommandsDoNotWaitForAnothers(t *testing.T) {
 		require.NoError(t, r.err)
 		require.NoError(t, r.l.Release(ctx))
 	}
+}
+
+func TestCloseWaitsForCommandsUnderWay(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, _, gate := newGatedClient(t, ctx, addr)
+
+		first := blockTheSenders(t, ctx, c, gate)
+		quitCtx, quit := context.WithCancel(ctx)
+		quitter := acquireAsync(quitCtx, c, "quitter")
+		stayer := acquireAsync(quitCtx, c, "stayer")
+		waitFor(t, func() bool { return queuedCommands(c) == 2 }, "the callers did not queue")
+		gate.openSingle() // the queued attempt goes out in a pipeline, which waits at the gate
+		waitFor(t, func() bool { return gate.held.Load() == 1 }, "the pipeline did not leave")
+		quit()
+		require.ErrorIs(t, (<-quitter).err, context.Canceled)
+		require.ErrorIs(t, (<-stayer).err, context.Canceled)
+		for _, got := range first {
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+
+		short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer stop()
+		err := c.Close(short)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a pipeline is still under way")
+		require.ErrorContains(t, err, "commands under way")
+		gate.openPipeline()
+		select {
+		case <-c.store.(singleStore).batch.idle():
+		case <-ctx.Done():
+			t.Fatal("the flusher did not end once its pipeline was answered")
+		}
+	})
 }
