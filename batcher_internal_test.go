@@ -108,7 +108,12 @@ func (g *sendGate) takeTrips() [][]string {
 // closed.
 func newGatedClient(t *testing.T, ctx context.Context, addr string) (*Client, *redis.Client, *sendGate) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	return gateClient(t, ctx, redis.NewClient(&redis.Options{Addr: addr}))
+}
+
+// gateClient is newGatedClient on rdb, which it closes in t.Cleanup.
+func gateClient(t *testing.T, ctx context.Context, rdb *redis.Client) (*Client, *redis.Client, *sendGate) {
+	t.Helper()
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := New(rdb, WithLogger(discard()))
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
@@ -154,36 +159,50 @@ func TestConcurrentCallersShareOneRoundTrip(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, rdb, gate := newGatedClient(t, ctx, addr)
-
-		first := blockTheSenders(t, ctx, c, gate)
-		names := []string{"b0", "b1", "b2", "b3", "b4", "b5"}
-		var rest []<-chan acquireResult
-		for _, name := range names {
-			rest = append(rest, acquireAsync(ctx, c, name))
-		}
-		waitFor(t, func() bool { return queuedCommands(c) == len(names) }, "the other callers did not queue")
-		gate.openSingle()
-		gate.openPipeline()
-
-		var locks []*Lock
-		for _, got := range append(first, rest...) {
-			r := <-got
-			require.NoError(t, r.err)
-			require.Equal(t, r.l.Token(), rdb.Get(ctx, r.l.Key()).Val(), "each holds its own lock")
-			locks = append(locks, r.l)
-		}
-		trips := gate.takeTrips()
-		require.Len(t, trips, maxInFlight+1, "%d acquisitions in %d round trips: %v", len(locks), maxInFlight+1, trips)
-		var batched []string
-		for _, name := range names {
-			batched = append(batched, DefaultKeyPrefix+"{"+name+"}")
-		}
-		require.ElementsMatch(t, batched, trips[maxInFlight], "the queued attempts went in one pipeline: %v", trips)
-		for _, l := range locks {
-			require.NoError(t, l.Release(ctx))
-		}
-		require.Zero(t, queuedCommands(c))
+		testSharedRoundTrip(t, ctx, c, rdb, gate)
 	})
+}
+
+func TestConcurrentCallersShareOneRoundTripThroughSentinel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	set := redistest.StartSentinel(t)
+	c, rdb, gate := gateClient(t, ctx, redis.NewFailoverClient(set.FailoverOptions()))
+	testSharedRoundTrip(t, ctx, c, rdb, gate)
+}
+
+// testSharedRoundTrip checks that the acquire attempts of callers that
+// queue behind the first sends go in one pipeline.
+func testSharedRoundTrip(t *testing.T, ctx context.Context, c *Client, rdb *redis.Client, gate *sendGate) {
+	t.Helper()
+	first := blockTheSenders(t, ctx, c, gate)
+	names := []string{"b0", "b1", "b2", "b3", "b4", "b5"}
+	var rest []<-chan acquireResult
+	for _, name := range names {
+		rest = append(rest, acquireAsync(ctx, c, name))
+	}
+	waitFor(t, func() bool { return queuedCommands(c) == len(names) }, "the other callers did not queue")
+	gate.openSingle()
+	gate.openPipeline()
+
+	var locks []*Lock
+	for _, got := range append(first, rest...) {
+		r := <-got
+		require.NoError(t, r.err)
+		require.Equal(t, r.l.Token(), rdb.Get(ctx, r.l.Key()).Val(), "each holds its own lock")
+		locks = append(locks, r.l)
+	}
+	trips := gate.takeTrips()
+	require.Len(t, trips, maxInFlight+1, "%d acquisitions in %d round trips: %v", len(locks), maxInFlight+1, trips)
+	var batched []string
+	for _, name := range names {
+		batched = append(batched, DefaultKeyPrefix+"{"+name+"}")
+	}
+	require.ElementsMatch(t, batched, trips[maxInFlight], "the queued attempts went in one pipeline: %v", trips)
+	for _, l := range locks {
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Zero(t, queuedCommands(c))
 }
 
 func TestACallerWhoseContextEndsWhileQueuedSendsNothing(t *testing.T) {
