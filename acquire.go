@@ -258,14 +258,23 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 // answer from Redis (a timeout, a dead connection, ctx ending while it
 // was on its way) may still reach Redis and take the key under our token:
 // the janitor gives it back. (A quorum gives back its late answers itself.)
+//
+// An attempt that never left this Client (its ctx ended while it was
+// queued behind other callers' commands, see batcher) has nothing to give
+// back: only our place in the queue from an earlier attempt, if any, which
+// close gives back.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
-	if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
+	var unsent unsentError
+	if !errors.As(err, &unsent) {
+		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
+			a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
+		}
+		// Our place in the queue, if any, is the janitor's to give
+		// back, or lapses by itself: no further call to a Redis that
+		// just failed.
+		a.inQueue = false
 	}
-	// Our place in the queue, if any, is the janitor's to give back, or
-	// lapses by itself: no further call to a Redis that just failed.
-	a.inQueue = false
 	err = fmt.Errorf("redislock: acquire %q: %w", a.name, err)
 	if a.ctx.Err() != nil {
 		return join(a.stopped(a.ctx.Err()), err)

@@ -109,7 +109,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		return newClient(singleStore{}, nil, "PUBLISH", o)
 	}
 	applyOptions(&o, opts)
-	store := singleStore{rdb: rdb, scripted: new(atomic.Bool)}
+	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb)}
 	return newClient(store, rdb, store.publishCommand(), o)
 }
 

@@ -50,6 +50,13 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return join(err, fmt.Errorf("redislock: close: waiting for the watchdog: %w", ctx.Err()))
 	}
+	if s, ok := c.store.(singleStore); ok && s.batch != nil {
+		select {
+		case <-s.batch.idle():
+		case <-ctx.Done():
+			return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
+		}
+	}
 	if watchDone != nil {
 		select {
 		case <-watchDone:

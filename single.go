@@ -21,6 +21,21 @@ type singleStore struct {
 	// holding a lock it cannot extend or release. nil: never (a quorum's
 	// nodes).
 	scripted *atomic.Bool
+	// batch sends the commands of a lock's calls, sharing round trips
+	// among concurrent callers (see batcher); nil: each goes alone (a
+	// quorum's nodes).
+	batch *batcher
+}
+
+// send sends cmd, whose first key is key, through the batcher if any. It
+// returns cmd, or a command with ctx's error when ctx ended before the
+// reply was read (see batcher.do).
+func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd) *redis.Cmd {
+	if s.batch == nil {
+		_ = s.rdb.Process(ctx, cmd)
+		return cmd
+	}
+	return s.batch.do(ctx, key, cmd)
 }
 
 // publishCommand is how the release script announces a release: SPUBLISH
@@ -37,7 +52,8 @@ func (s singleStore) publishCommand() string {
 func (s singleStore) run(ctx context.Context, source string, args []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
-	_ = s.rdb.Process(ctx, cmd)
+	key, _ := args[3].(string)
+	cmd = s.send(ctx, key, cmd)
 	// (err != nil first: HasErrorPrefix allocates even for a nil error.)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		eval := make([]any, len(args))
@@ -45,7 +61,7 @@ func (s singleStore) run(ctx context.Context, source string, args []any) *redis.
 		eval[0], eval[1] = "eval", source
 		cmd = redis.NewCmd(ctx, eval...)
 		cmd.SetFirstKeyPos(3)
-		_ = s.rdb.Process(ctx, cmd)
+		cmd = s.send(ctx, key, cmd)
 	}
 	return cmd
 }
@@ -68,7 +84,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	if first && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
-		_ = s.rdb.Process(ctx, cmd)
+		cmd = s.send(ctx, ref.key, cmd)
 		switch err := cmd.Err(); {
 		case err == nil:
 			if val, _ := cmd.Val().(string); val != "OK" {

@@ -184,6 +184,21 @@ func BenchmarkFreeForAll(b *testing.B) {
 	}
 }
 
+// BenchmarkFreeForAllProcesses: the same across 8 processes of one
+// goroutine each (so 8 Clients), for raw and ours: the barging raw loop
+// against our server-side queue.
+func BenchmarkFreeForAllProcesses(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, c := range contenders() {
+		if c.name != "raw" && c.name != "ours" {
+			continue
+		}
+		b.Run("lib="+c.name, func(b *testing.B) {
+			runContended(b, srv, c.name, contendedGoroutines, 1, 0, false)
+		})
+	}
+}
+
 func runContended(b *testing.B, srv *redistest.Server, lib string, procs, perProc int, holdFor time.Duration, baton bool) {
 	ctx := context.Background()
 	admin := srv.Client(b)

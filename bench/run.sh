@@ -33,12 +33,16 @@ run() { echo "+ $*" | tee -a "$OUT/commands.txt"; "$@" | tee -a "$OUT/bench.txt"
 # Uncontended and parallel: standard benchmarks, default benchtime.
 run go test -run '^$' -bench '^(BenchmarkUncontended|BenchmarkUncontendedFencing|BenchmarkParallel)$' \
   -benchmem -count "$COUNT" -timeout 60m .
-# Uncontended, interleaved: the libraries alternate round by round, so that
+# Uncontended, interleaved (also from 16 and 64 goroutines of one process:
+# BenchmarkConcurrent): the libraries alternate round by round, so that
 # load that comes and goes hits them alike (one op is one round).
-run go test -run '^$' -bench '^(BenchmarkInterleaved|BenchmarkFencingFloor)$' -benchtime 40x -count "$COUNT" -timeout 60m .
+run go test -run '^$' -bench '^(BenchmarkInterleaved|BenchmarkFencingFloor|BenchmarkConcurrent)$' -benchtime 40x -count "$COUNT" -timeout 60m .
 # Contended: one op is one acquisition, 2,000 of them per run.
-run go test -run '^$' -bench '^(BenchmarkContended|BenchmarkContendedProcesses|BenchmarkFreeForAll)$' \
+run go test -run '^$' -bench '^(BenchmarkContended|BenchmarkContendedProcesses|BenchmarkFreeForAll|BenchmarkFreeForAllProcesses)$' \
   -benchtime 2000x -count "$COUNT" -timeout 60m .
+# Storms: 500 goroutines on one name for 6 s, idle and under CPU load (one op
+# is one storm).
+run go test -run '^$' -bench '^BenchmarkStorm$' -benchtime 1x -count "$COUNT" -timeout 60m .
 # Watchdog: one op is the whole scenario (10,000 locks held for 10 s).
 run go test -run '^$' -bench '^BenchmarkWatchdog$' -benchtime 1x -count "$COUNT" -timeout 60m .
 

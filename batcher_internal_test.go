@@ -1,0 +1,387 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// sendGate is a go-redis hook that holds the acquire attempts (SET and the
+// acquire script) a client sends, alone or in a pipeline, until the test
+// opens the gate for each kind, and records the keys of the attempts of
+// every round trip. Releases pass.
+type sendGate struct {
+	single, pipeline chan struct{} // closed: open
+	opened           [2]sync.Once
+	held             atomic.Int32 // sends waiting at the gate
+	mu               sync.Mutex
+	trips            [][]string
+}
+
+func newSendGate() *sendGate {
+	return &sendGate{single: make(chan struct{}), pipeline: make(chan struct{})}
+}
+
+// openSingle lets commands sent alone through; openPipeline, pipelines.
+func (g *sendGate) openSingle()   { g.opened[0].Do(func() { close(g.single) }) }
+func (g *sendGate) openPipeline() { g.opened[1].Do(func() { close(g.pipeline) }) }
+
+func (g *sendGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *sendGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.pass(ctx, g.single, cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (g *sendGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.pass(ctx, g.pipeline, cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// pass records the keys of cmds' lock commands as one round trip and
+// waits at gate (or until ctx ends) when there are any.
+func (g *sendGate) pass(ctx context.Context, gate chan struct{}, cmds ...redis.Cmder) {
+	var keys []string
+	for _, cmd := range cmds {
+		if key := lockKeyOf(cmd); key != "" {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.trips = append(g.trips, keys)
+	g.mu.Unlock()
+	g.held.Add(1)
+	select {
+	case <-gate:
+	case <-ctx.Done():
+	}
+	g.held.Add(-1)
+}
+
+// lockKeyOf returns the lock key of an acquire attempt (SET or the
+// acquire script), or "": releases (and the janitor's) pass.
+func lockKeyOf(cmd redis.Cmder) string {
+	args := cmd.Args()
+	pos := 0
+	switch cmd.Name() {
+	case "set":
+		pos = 1
+	case "evalsha", "eval":
+		if sha, _ := args[1].(string); sha == releaseSHA || sha == releaseSource {
+			return ""
+		}
+		pos = 3
+	}
+	if pos == 0 || len(args) <= pos {
+		return ""
+	}
+	key, _ := args[pos].(string)
+	return key
+}
+
+func (g *sendGate) takeTrips() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	trips := g.trips
+	g.trips = nil
+	return trips
+}
+
+// newGatedClient returns a warmed-up Client (its scripts loaded, its
+// first look at the server done) on a go-redis client behind a sendGate,
+// closed.
+func newGatedClient(t *testing.T, ctx context.Context, addr string) (*Client, *redis.Client, *sendGate) {
+	t.Helper()
+	return gateClient(t, ctx, redis.NewClient(&redis.Options{Addr: addr}))
+}
+
+// gateClient is newGatedClient on rdb, which it closes in t.Cleanup.
+func gateClient(t *testing.T, ctx context.Context, rdb *redis.Client) (*Client, *redis.Client, *sendGate) {
+	t.Helper()
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := New(rdb, WithLogger(discard()))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	warmUp(t, ctx, c)
+	gate := newSendGate()
+	rdb.AddHook(gate)
+	t.Cleanup(func() { gate.openSingle(); gate.openPipeline() }) // before Close, on a failure
+	return c, rdb, gate
+}
+
+// queuedCommands returns how many commands wait in c's batcher.
+func queuedCommands(c *Client) int {
+	b := c.store.(singleStore).batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.one.queue)
+}
+
+// acquireAsync starts c.Acquire(ctx, name) and returns its result's channel.
+func acquireAsync(ctx context.Context, c *Client, name string) <-chan acquireResult {
+	got := make(chan acquireResult, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name)
+		got <- acquireResult{l, err}
+	}()
+	return got
+}
+
+// blockTheSenders starts maxInFlight acquisitions that go out alone and
+// wait at the gate, so that the next commands queue.
+func blockTheSenders(t *testing.T, ctx context.Context, c *Client, gate *sendGate) []<-chan acquireResult {
+	t.Helper()
+	var got []<-chan acquireResult
+	for i := range maxInFlight {
+		got = append(got, acquireAsync(ctx, c, "alone-"+string(rune('a'+i))))
+	}
+	waitFor(t, func() bool { return gate.held.Load() == maxInFlight }, "the first sends did not reach the gate")
+	return got
+}
+
+func TestConcurrentCallersShareOneRoundTrip(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, rdb, gate := newGatedClient(t, ctx, addr)
+		testSharedRoundTrip(t, ctx, c, rdb, gate)
+	})
+}
+
+func TestConcurrentCallersShareOneRoundTripThroughSentinel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	set := redistest.StartSentinel(t)
+	c, rdb, gate := gateClient(t, ctx, redis.NewFailoverClient(set.FailoverOptions()))
+	testSharedRoundTrip(t, ctx, c, rdb, gate)
+}
+
+// testSharedRoundTrip checks that the acquire attempts of callers that
+// queue behind the first sends go in one pipeline.
+func testSharedRoundTrip(t *testing.T, ctx context.Context, c *Client, rdb *redis.Client, gate *sendGate) {
+	t.Helper()
+	first := blockTheSenders(t, ctx, c, gate)
+	names := []string{"b0", "b1", "b2", "b3", "b4", "b5"}
+	var rest []<-chan acquireResult
+	for _, name := range names {
+		rest = append(rest, acquireAsync(ctx, c, name))
+	}
+	waitFor(t, func() bool { return queuedCommands(c) == len(names) }, "the other callers did not queue")
+	gate.openSingle()
+	gate.openPipeline()
+
+	var locks []*Lock
+	for _, got := range append(first, rest...) {
+		r := <-got
+		require.NoError(t, r.err)
+		require.Equal(t, r.l.Token(), rdb.Get(ctx, r.l.Key()).Val(), "each holds its own lock")
+		locks = append(locks, r.l)
+	}
+	trips := gate.takeTrips()
+	require.Len(t, trips, maxInFlight+1, "%d acquisitions in %d round trips: %v", len(locks), maxInFlight+1, trips)
+	var batched []string
+	for _, name := range names {
+		batched = append(batched, DefaultKeyPrefix+"{"+name+"}")
+	}
+	require.ElementsMatch(t, batched, trips[maxInFlight], "the queued attempts went in one pipeline: %v", trips)
+	for _, l := range locks {
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Zero(t, queuedCommands(c))
+}
+
+func TestACallerWhoseContextEndsWhileQueuedSendsNothing(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, rdb, gate := newGatedClient(t, ctx, addr)
+
+		first := blockTheSenders(t, ctx, c, gate)
+		quitCtx, quit := context.WithCancel(ctx)
+		quitter := acquireAsync(quitCtx, c, "quitter")
+		waitFor(t, func() bool { return queuedCommands(c) == 1 }, "the caller did not queue")
+		quit()
+		r := <-quitter
+		require.ErrorIs(t, r.err, context.Canceled, "it stops waiting at once, while the others' sends still hang")
+		require.False(t, errors.Is(r.err, ErrNotAcquired), "no attempt had an answer")
+		require.Zero(t, queuedCommands(c), "and its command left the queue")
+
+		gate.openSingle()
+		gate.openPipeline()
+		for _, got := range first {
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+		for _, trip := range gate.takeTrips() {
+			require.NotContains(t, trip, DefaultKeyPrefix+"{quitter}", "its attempt was never sent")
+		}
+		require.Zero(t, rdb.Exists(ctx, DefaultKeyPrefix+"{quitter}").Val())
+		c.cleaner.mu.Lock()
+		defer c.cleaner.mu.Unlock()
+		require.Zero(t, c.cleaner.queue.Len(), "nor is there anything for the janitor to give back")
+		require.False(t, c.cleaner.busy)
+	})
+}
+
+func TestAReplyNobodyWaitsForAnyMoreLeavesNoLockHeld(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, rdb, gate := newGatedClient(t, ctx, addr)
+
+		first := blockTheSenders(t, ctx, c, gate)
+		quitCtx, quit := context.WithCancel(ctx)
+		quitter := acquireAsync(quitCtx, c, "quitter")
+		stayer := acquireAsync(ctx, c, "stayer")
+		waitFor(t, func() bool { return queuedCommands(c) == 2 }, "the callers did not queue")
+		gate.openSingle() // the first sends end; the queue goes out in a pipeline, which waits at the gate
+		waitFor(t, func() bool { return queuedCommands(c) == 0 && gate.held.Load() == 1 }, "the pipeline did not leave")
+		quit()
+		r := <-quitter
+		require.ErrorIs(t, r.err, context.Canceled, "it stops waiting while its attempt is on its way")
+
+		gate.openPipeline() // the attempt lands: the key is taken for a token nobody holds
+		for _, got := range append(first, stayer) {
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+		key := DefaultKeyPrefix + "{quitter}"
+		sent := false
+		for _, trip := range gate.takeTrips() {
+			sent = sent || len(trip) == 2 && (trip[0] == key || trip[1] == key)
+		}
+		require.True(t, sent, "the attempt went out in the pipeline with the other one")
+		waitFor(t, func() bool { return rdb.Exists(ctx, key).Val() == 0 }, "the janitor did not give the lock back")
+	})
+}
+
+// nodeGate is a go-redis hook that holds the lock commands a cluster
+// client sends for keys on one node until the test opens it.
+type nodeGate struct {
+	onNode func(key string) bool
+	open   chan struct{}
+	held   atomic.Int32
+}
+
+func (g *nodeGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *nodeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if key := lockKeyOf(cmd); key != "" && g.onNode(key) {
+			g.held.Add(1)
+			<-g.open
+			g.held.Add(-1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *nodeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestOneClusterNodesCommandsDoNotWaitForAnothers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := redistest.StartCluster(t).Client(t)
+	c := New(rdb, WithLogger(discard()))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	node := func(name string) string {
+		n, err := rdb.MasterForKey(ctx, DefaultKeyPrefix+"{"+name+"}")
+		require.NoError(t, err)
+		return n.Options().Addr
+	}
+	slow := node("slow-0")
+	var slowNames, fastNames []string
+	for i := 0; len(slowNames) < maxInFlight+2 || len(fastNames) < 3; i++ {
+		name := "name-" + strconv.Itoa(i)
+		if node(name) == slow {
+			slowNames = append(slowNames, name)
+		} else {
+			fastNames = append(fastNames, name)
+		}
+	}
+	warmUp(t, ctx, c)
+	gate := &nodeGate{onNode: func(key string) bool { n, _ := rdb.MasterForKey(ctx, key); return n.Options().Addr == slow }, open: make(chan struct{})}
+	rdb.AddHook(gate)
+
+	var slowGot []<-chan acquireResult
+	for _, name := range slowNames {
+		slowGot = append(slowGot, acquireAsync(ctx, c, name))
+	}
+	waitFor(t, func() bool { return gate.held.Load() == maxInFlight }, "the slow node's first sends did not reach the gate")
+	b := c.store.(singleStore).batch
+	waitFor(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.lanes[slow].queue) == len(slowNames)-maxInFlight
+	}, "the slow node's other commands did not queue")
+	var fastGot []<-chan acquireResult
+	for _, name := range fastNames {
+		fastGot = append(fastGot, acquireAsync(ctx, c, name))
+	}
+	for _, got := range fastGot {
+		r := <-got
+		require.NoError(t, r.err, "acquired while the other node's commands wait")
+		require.NoError(t, r.l.Release(ctx))
+	}
+	close(gate.open)
+	for _, got := range slowGot {
+		r := <-got
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Release(ctx))
+	}
+}
+
+func TestCloseWaitsForCommandsUnderWay(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, _, gate := newGatedClient(t, ctx, addr)
+
+		first := blockTheSenders(t, ctx, c, gate)
+		quitCtx, quit := context.WithCancel(ctx)
+		quitter := acquireAsync(quitCtx, c, "quitter")
+		stayer := acquireAsync(quitCtx, c, "stayer")
+		waitFor(t, func() bool { return queuedCommands(c) == 2 }, "the callers did not queue")
+		gate.openSingle() // the queued attempt goes out in a pipeline, which waits at the gate
+		waitFor(t, func() bool { return gate.held.Load() == 1 }, "the pipeline did not leave")
+		quit()
+		require.ErrorIs(t, (<-quitter).err, context.Canceled)
+		require.ErrorIs(t, (<-stayer).err, context.Canceled)
+		for _, got := range first {
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+
+		short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer stop()
+		err := c.Close(short)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a pipeline is still under way")
+		require.ErrorContains(t, err, "commands under way")
+		gate.openPipeline()
+		select {
+		case <-c.store.(singleStore).batch.idle():
+		case <-ctx.Done():
+			t.Fatal("the flusher did not end once its pipeline was answered")
+		}
+	})
+}
