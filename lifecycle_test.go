@@ -211,3 +211,26 @@ func TestAQuorumClientsFirstConcurrentUseIsRaceFree(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Close gives back the one lock of a Client (a leader's shutdown) with one
+// command on a pooled connection, not a pipeline: go-redis keeps pipelines
+// on connections of their own, which it may have to dial first, and the
+// next leader waits for that release.
+func TestCloseGivesBackALoneLockWithoutAPipeline(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		log := &commandLog{}
+		b.rdb.AddHook(log)
+		c := redislock.New(b.rdb, quiet)
+		warm, err := c.Acquire(ctx, "warm-up") // the release script is cached from here on
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
+		_, err = c.Acquire(ctx, "leader")
+		require.NoError(t, err)
+		log.take()
+		log.resetTrips()
+		require.NoError(t, c.Close(ctx))
+		require.Equal(t, []string{"evalsha"}, log.take(), "the release, sent as one command")
+		require.Zero(t, b.rdb.Exists(ctx, "lock:{leader}").Val(), "released")
+	})
+}

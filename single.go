@@ -230,7 +230,15 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		cmds[i].SetFirstKeyPos(3)
 		_ = pipe.Process(ctx, cmds[i])
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
+	if len(refs) == 1 {
+		// One command goes on a connection of the main pool: go-redis
+		// keeps pipelines on a pool of their own, whose connections it
+		// dials when needed, and a Client.Close that gives back one lock
+		// (a leader's) should hand it over in a round trip, not a dial.
+		_ = s.rdb.Process(ctx, cmds[0])
+	} else {
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	for i, cmd := range cmds {
 		replies[i], errs[i] = cmd.Int64()
