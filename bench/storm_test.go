@@ -66,7 +66,11 @@ func BenchmarkStorm(b *testing.B) {
 				}
 				defer m.close()
 				var total, fairness []float64
-				for i := range b.N {
+				storms := b.N
+				if testing.Short() {
+					storms = 1 // CI's smoke run (-benchtime 100x): one short storm
+				}
+				for i := range storms {
 					acq, fair := storm(b, m, "bench:storm:"+c.name+":"+strconv.Itoa(load)+":"+strconv.Itoa(i))
 					total, fairness = append(total, acq), append(fairness, fair)
 				}
@@ -81,7 +85,11 @@ func BenchmarkStorm(b *testing.B) {
 // storm runs one storm on name and returns acquisitions per second and
 // fairness.
 func storm(b *testing.B, m mutex, name string) (perSecond, fairness float64) {
-	ctx, cancel := context.WithTimeout(context.Background(), stormFor)
+	length := stormFor
+	if testing.Short() {
+		length = 200 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), length)
 	defer cancel()
 	counts := make([]int64, stormGoroutines)
 	var failed atomic.Value
