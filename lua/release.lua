@@ -42,15 +42,15 @@ if value ~= token then
   end
   return -1
 end
-if queued and redis.pcall('ZCARD', KEYS[2]) == 0 then
+local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
+if type(head) == 'table' and not head.err and not head[1] then
   -- Nobody in line, so nobody to tell (see above). The common case, kept
-  -- to the commands it needs. Without the right to ZCARD the pcall
-  -- returns an error, not 0, and the release goes the long way.
+  -- to the commands it needs. Without the right to ZRANGE the pcall
+  -- returns an error, and the release goes the long way.
   redis.call('DEL', KEYS[1])
   return 1
 end
 local channel = KEYS[1] .. ':released'
-local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
 if type(head) == 'table' and head[1] then
   local now = redis.call('TIME')
   now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
