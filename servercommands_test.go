@@ -36,7 +36,8 @@ func serverCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
 
 // The server-side work of a hand-over between two Clients, counted on a
 // real redis-server (miniredis has no commandstats): the attempts that
-// queue the waiter read no TYPE, the release reads the queue's head
+// queue the waiter read the key first, so neither they nor the claim send
+// a SET that would fail, nor a TYPE; the release reads the queue's head
 // without a ZCARD first, and the waiter's claim leaves the queue alone (the
 // release took it out). How many attempts the waiter makes before the
 // release depends on timing, so the test counts the commands that must
@@ -66,6 +67,7 @@ func TestAHandOverBetweenClientsCostsTheServerNoSpareCommand(t *testing.T) {
 	}
 	t.Logf("%d server commands, %d scripts, %d ZCARD polls of the test", total, spent("evalsha"), polls)
 	require.Zero(t, spent("type"), "an attempt that finds the lock held reads its type from GET")
+	require.Equal(t, int64(1), spent("set"), "the hand-over's SET only: a waiter reads the key before it tries to set it")
 	require.Equal(t, polls, spent("zcard"), "the release reads the queue's head, not its length")
 	require.Equal(t, int64(2), spent("zrem"), "the release takes the waiter out of the queue and its expiries; the claim does not again")
 	require.NoError(t, g.l.Release(ctx))

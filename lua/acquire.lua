@@ -31,17 +31,37 @@
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 1], KEYS[#KEYS]
-local ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
-local value
-if not ours then
-  value = redis.pcall('GET', KEYS[1])
+-- The lock key's value, false when there is none, or an error reply.
+local function read()
+  local value = redis.pcall('GET', KEYS[1])
   if type(value) == 'table' and value.err then
-    -- A value of another type (SET NX only saw that the key exists), or
-    -- no right to read it.
+    -- A value of another type, or no right to read it.
     if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
+      return nil, redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
     end
-    return value
+    return nil, value
+  end
+  return value
+end
+local ours, value, err = false, false, nil
+if wait > 0 then
+  -- A waiter mostly finds the lock held by someone else, or handed to it:
+  -- reading first spares a SET that would fail. (A script runs alone: a
+  -- key found missing is still missing for the SET.)
+  value, err = read()
+  if err then
+    return err
+  end
+  if not value then
+    ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+  end
+else
+  ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+  if not ours then
+    value, err = read()
+    if err then
+      return err
+    end
   end
 end
 if value == token then
