@@ -305,3 +305,30 @@ func TestAReleaseIsAnnouncedToWaitersThatCannotQueue(t *testing.T) {
 	require.NoError(t, got.l.Release(ctx))
 	require.Zero(t, queueLen(t, admin, "job"))
 }
+
+// A waiting Client listens on the lock's shared channel and its own
+// hand-over channel, and leaves both once nobody of it waits any more.
+func TestAWaitingClientLeavesBothChannelsWhenDone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		addr := b.rdb.Options().Addr
+		holderPod, waiterPod := newPod(t, addr), newPod(t, addr)
+		holder, err := holderPod.c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		waiting := waiterPod.waitFor(ctx, "job")
+		channels := func() []string {
+			list, err := b.rdb.PubSubChannels(ctx, "lock:{job}:released*").Result()
+			require.NoError(t, err)
+			return list
+		}
+		eventually(t, 10*time.Second, func() bool { return len(channels()) == 2 }, "the waiter did not subscribe to both channels")
+		require.NoError(t, holder.Release(ctx))
+		got := <-waiting
+		require.NoError(t, got.err)
+		tag, _, _ := strings.Cut(got.l.Token(), ".")
+		require.ElementsMatch(t, []string{"lock:{job}:released", "lock:{job}:released:" + tag}, channels())
+		require.NoError(t, got.l.Release(ctx))
+		eventually(t, 10*time.Second, func() bool { return len(channels()) == 0 }, "the idle room kept a channel: %v", channels())
+	})
+}
