@@ -10,9 +10,9 @@ import (
 )
 
 // notifier shares one pub/sub connection among every room of a Client
-// (on a cluster, one sharded subscription per channel, since the channels
-// live on different nodes). Its reader goroutine runs while at least one
-// channel is subscribed.
+// (on a cluster, one sharded subscription per room, since the locks live on
+// different nodes; a room's two channels share its lock's slot). Its
+// reader goroutine runs while at least one channel is subscribed.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool
