@@ -133,7 +133,9 @@ func (a *acquisition) init(names string, keyLen int) {
 	a.queued = a.waits && a.c.store.queues()
 	a.l.ref.waiting = a.queued
 	if a.queued {
-		a.l.ref.token = valueOf(rand.Text(), a.o.metadata) // 26 base32 characters, 130 bits from crypto/rand
+		// 26 base32 characters, 130 bits from crypto/rand, after the
+		// Client's tag (see waiterToken).
+		a.l.ref.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
 	}
 	// A campaign (Elect) waits until its ctx ends, however long.
 	if _, ok := a.ctx.Deadline(); a.waits && !ok && !a.o.campaign {

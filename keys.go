@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -34,3 +35,25 @@ func handoffTicket(token string) string {
 	sum := sha1.Sum([]byte(token))
 	return hex.EncodeToString(sum[:8])
 }
+
+// handoverTagLen is the length of a Client's tag (see waitRooms.tag): 50
+// random bits of base32, so that two Clients waiting for one lock share a
+// channel (and wake for each other's hand-overs) about never.
+const handoverTagLen = 10
+
+// waiterToken returns the token of a waiter that queues on the server:
+// its Client's tag, a dot (not base32: the release script finds the tag
+// by it), then the random token. The tag is no secret; the 130 random
+// bits after it are.
+func waiterToken(tag string) string {
+	if tag == "" {
+		return rand.Text()
+	}
+	return tag + "." + rand.Text()
+}
+
+// handoverChannel is where a release announces a hand-over to a waiter of
+// the Client tagged tag (lua/release.lua): the lock's channel, ':', the
+// tag. The lock key's hash tag is in it, so on a cluster it is sharded to
+// the lock's node.
+func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }

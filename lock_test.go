@@ -219,6 +219,11 @@ func TestWrongTypeKeyIsAnErrorNotALock(t *testing.T) {
 		require.Error(t, err)
 		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 		require.Contains(t, err.Error(), "WRONGTYPE")
+		// A waiter reads the key first: the same error, and no waiting.
+		_, err = c.Acquire(ctx, "job", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+		require.Error(t, err)
+		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
+		require.Contains(t, err.Error(), "WRONGTYPE")
 
 		// A fence counter that is not a number leaves nothing held.
 		require.NoError(t, b.rdb.Set(ctx, "lock:{other}:fence", "not-a-number", 0).Err())

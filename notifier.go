@@ -10,9 +10,9 @@ import (
 )
 
 // notifier shares one pub/sub connection among every room of a Client
-// (on a cluster, one sharded subscription per channel, since the channels
-// live on different nodes). Its reader goroutine runs while at least one
-// channel is subscribed.
+// (on a cluster, one sharded subscription per room, since the locks live on
+// different nodes; a room's two channels share its lock's slot). Its
+// reader goroutine runs while at least one channel is subscribed.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool
@@ -23,12 +23,15 @@ type notifier struct {
 	subs    map[string]*subscription
 }
 
+// subscription is a room's: the lock's shared channel and, for a room
+// whose waiters queue, the channel on which releases hand the lock to this
+// Client's waiters (see handoverChannel).
 type subscription struct {
-	channel string
-	room    *waitRoom     // woken by the channel's announcements
-	ready   chan struct{} // closed once the server confirmed
-	pubsub  *redis.PubSub // sharded mode: its own
-	done    chan struct{} // sharded mode: reader exited
+	channels []string
+	room     *waitRoom     // woken by the channels' announcements
+	ready    chan struct{} // closed once the server confirmed the last channel
+	pubsub   *redis.PubSub // sharded mode: its own
+	done     chan struct{} // sharded mode: reader exited
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
@@ -36,24 +39,26 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 	return &notifier{rdb: rdb, sharded: sharded, subs: map[string]*subscription{}}
 }
 
-func (n *notifier) subscribe(channel string, room *waitRoom) *subscription {
+func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	sub := &subscription{channel: channel, room: room, ready: make(chan struct{})}
-	n.subs[channel] = sub
+	sub := &subscription{channels: channels, room: room, ready: make(chan struct{})}
+	for _, channel := range channels {
+		n.subs[channel] = sub
+	}
 	ctx := context.Background()
 	if n.sharded {
-		sub.pubsub = n.rdb.SSubscribe(ctx, channel)
+		sub.pubsub = n.rdb.SSubscribe(ctx, channels...)
 		sub.done = make(chan struct{})
 		go n.read(sub.pubsub, sub.done)
 		return sub
 	}
 	if n.pubsub == nil {
-		n.pubsub = n.rdb.Subscribe(ctx, channel)
+		n.pubsub = n.rdb.Subscribe(ctx, channels...)
 		n.reading = make(chan struct{})
 		go n.read(n.pubsub, n.reading)
 	} else {
-		_ = n.pubsub.Subscribe(ctx, channel) // a failure only costs latency
+		_ = n.pubsub.Subscribe(ctx, channels...) // a failure only costs latency
 	}
 	return sub
 }
@@ -62,23 +67,23 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	var closing *redis.PubSub
 	var done chan struct{}
-	switch {
-	case n.subs[sub.channel] != sub:
-		// A newer room of the same lock subscribed meanwhile: leave
-		// the channel to it (sharded: close only our own connection).
-		if n.sharded {
-			closing, done = sub.pubsub, sub.done
+	// Channels a newer room of the same lock subscribed meanwhile stay
+	// with it (sharded: we close only our own connection).
+	var ours []string
+	for _, channel := range sub.channels {
+		if n.subs[channel] == sub {
+			delete(n.subs, channel)
+			ours = append(ours, channel)
 		}
+	}
+	switch {
 	case n.sharded:
-		delete(n.subs, sub.channel)
 		closing, done = sub.pubsub, sub.done
-	case len(n.subs) == 1:
-		delete(n.subs, sub.channel)
+	case len(n.subs) == 0 && n.pubsub != nil:
 		closing, done = n.pubsub, n.reading
 		n.pubsub, n.reading = nil, nil
-	default:
-		delete(n.subs, sub.channel)
-		_ = n.pubsub.Unsubscribe(context.Background(), sub.channel)
+	case len(ours) > 0:
+		_ = n.pubsub.Unsubscribe(context.Background(), ours...)
 	}
 	n.mu.Unlock()
 	if closing != nil {
@@ -123,10 +128,14 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 			continue
 		}
 		if confirmed {
-			select {
-			case <-sub.ready:
-			default:
-				close(sub.ready)
+			// The server confirms a subscription's channels in order:
+			// the last one confirmed, every one is.
+			if channel == sub.channels[len(sub.channels)-1] {
+				select {
+				case <-sub.ready:
+				default:
+					close(sub.ready)
+				}
 			}
 			continue
 		}

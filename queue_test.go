@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,14 +194,14 @@ func TestALapsedPlaceIsSkippedAndAnUnclaimedHandOverLapses(t *testing.T) {
 }
 
 // nextMessage returns the next message on sub, failing after a while.
-func nextMessage(t *testing.T, sub *redis.PubSub) string {
+func nextMessage(t *testing.T, sub *redis.PubSub) *redis.Message {
 	t.Helper()
 	select {
 	case m := <-sub.Channel():
-		return m.Payload
+		return m
 	case <-time.After(10 * time.Second):
 		t.Fatal("no message on the release channel")
-		return ""
+		return nil
 	}
 }
 
@@ -227,19 +228,51 @@ func TestAReleaseWithNobodyInLineAnnouncesNothing(t *testing.T) {
 		// Messages on one channel arrive in order: if either release
 		// had announced itself, that would come before our marker.
 		require.NoError(t, b.rdb.Publish(ctx, "lock:{job}:released", "marker").Err())
-		require.Equal(t, "marker", nextMessage(t, sub), "a release with an empty queue announced itself")
+		require.Equal(t, "marker", nextMessage(t, sub).Payload, "a release with an empty queue announced itself")
 		require.Zero(t, queueLen(t, b.rdb, "job"))
+	})
+}
 
-		// With someone in line, the release announces the hand-over.
-		holder, err := c.Acquire(ctx, "job")
+// A hand-over is announced to the Client of the waiter it is for, on a
+// channel of its own, and not on the lock's shared channel: the other
+// waiting Clients do not hear it (with a Client per goroutine, each
+// hand-over used to wake every waiting Client).
+func TestAHandOverIsAnnouncedToTheWaitersClientOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shared := subscribe(t, b.rdb, "job")
+		own := b.rdb.PSubscribe(ctx, "lock:{job}:released:*")
+		t.Cleanup(func() { _ = own.Close() })
+		_, err := own.Receive(ctx) // the confirmation
 		require.NoError(t, err)
-		waiter := newPod(t, b.rdb.Options().Addr).waitFor(ctx, "job")
-		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
+		addr := b.rdb.Options().Addr
+		holderPod, firstPod, secondPod := newPod(t, addr), newPod(t, addr), newPod(t, addr)
+
+		holder, err := holderPod.c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		first := firstPod.waitFor(ctx, "job")
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the first waiter did not queue")
+		second := secondPod.waitFor(ctx, "job")
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 2 }, "the second waiter did not queue")
 		require.NoError(t, holder.Release(ctx))
-		require.Regexp(t, "^g:[0-9a-f]{16}$", nextMessage(t, sub))
-		got := <-waiter
+
+		msg := nextMessage(t, own)
+		got := <-first
+		require.NoError(t, got.err)
+		tag, _, ok := strings.Cut(got.l.Token(), ".")
+		require.True(t, ok, "a waiter's token begins with its Client's tag")
+		require.Equal(t, "lock:{job}:released:"+tag, msg.Channel, "announced on the first waiter's Client's channel")
+		require.Regexp(t, "^g:[0-9a-f]{16}$", msg.Payload)
+		require.NoError(t, b.rdb.Publish(ctx, "lock:{job}:released", "marker").Err())
+		require.Equal(t, "marker", nextMessage(t, shared).Payload, "the hand-over went on the shared channel too")
+
+		require.NoError(t, got.l.Release(ctx))
+		got = <-second
 		require.NoError(t, got.err)
 		require.NoError(t, got.l.Release(ctx))
+		secondTag, _, _ := strings.Cut(got.l.Token(), ".")
+		require.NotEqual(t, tag, secondTag, "each Client has a tag of its own")
 	})
 }
 
@@ -266,9 +299,36 @@ func TestAReleaseIsAnnouncedToWaitersThatCannotQueue(t *testing.T) {
 		return err == nil && n["lock:{job}:released"] == 2
 	}, "the waiter did not subscribe")
 	require.NoError(t, holder.Release(ctx))
-	require.Equal(t, "1", nextMessage(t, sub))
+	require.Equal(t, "1", nextMessage(t, sub).Payload)
 	got := <-waiter
 	require.NoError(t, got.err)
 	require.NoError(t, got.l.Release(ctx))
 	require.Zero(t, queueLen(t, admin, "job"))
+}
+
+// A waiting Client listens on the lock's shared channel and its own
+// hand-over channel, and leaves both once nobody of it waits any more.
+func TestAWaitingClientLeavesBothChannelsWhenDone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		addr := b.rdb.Options().Addr
+		holderPod, waiterPod := newPod(t, addr), newPod(t, addr)
+		holder, err := holderPod.c.Acquire(ctx, "job")
+		require.NoError(t, err)
+		waiting := waiterPod.waitFor(ctx, "job")
+		channels := func() []string {
+			list, err := b.rdb.PubSubChannels(ctx, "lock:{job}:released*").Result()
+			require.NoError(t, err)
+			return list
+		}
+		eventually(t, 10*time.Second, func() bool { return len(channels()) == 2 }, "the waiter did not subscribe to both channels")
+		require.NoError(t, holder.Release(ctx))
+		got := <-waiting
+		require.NoError(t, got.err)
+		tag, _, _ := strings.Cut(got.l.Token(), ".")
+		require.ElementsMatch(t, []string{"lock:{job}:released", "lock:{job}:released:" + tag}, channels())
+		require.NoError(t, got.l.Release(ctx))
+		eventually(t, 10*time.Second, func() bool { return len(channels()) == 0 }, "the idle room kept a channel: %v", channels())
+	})
 }

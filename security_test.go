@@ -325,7 +325,7 @@ func TestTokenHelperProcess(t *testing.T) {
 // The smallest ACL a client of this library needs, with the default "lock:"
 // prefix. docs/security.md documents the same line. (+time: a fence is the
 // counter raised to the server's clock.)
-var minimalACLCommands = []string{"+evalsha", "+eval", "+set", "+get", "+pexpire", "+pttl", "+del", "+incr", "+type", "+time"}
+var minimalACLCommands = []string{"+evalsha", "+eval", "+set", "+get", "+pexpire", "+pttl", "+del", "+incr", "+time"}
 
 // setACLUser creates user (password "pw") with the given rules on top of
 // "reset on" (no commands, no keys, no channels).

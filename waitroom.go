@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -14,6 +15,11 @@ import (
 
 type waitRooms struct {
 	notifier *notifier
+	// tag names this Client's waiters to the release script: a waiter's
+	// token begins with it (see waiterToken), and a release that hands the
+	// lock to the waiter announces it on handoverChannel(key, tag), which
+	// only this Client hears. "" without a notifier.
+	tag string
 
 	mu    sync.Mutex
 	rooms map[string]*waitRoom
@@ -70,11 +76,12 @@ func (r *waitRoom) wants(payload string) bool {
 // newWaitRooms returns the rooms of a Client; rdb nil means no release
 // announcements to listen to (the turn holder polls).
 func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
-	var n *notifier
+	w := &waitRooms{rooms: map[string]*waitRoom{}}
 	if rdb != nil {
-		n = newNotifier(rdb)
+		w.notifier = newNotifier(rdb)
+		w.tag = rand.Text()[:handoverTagLen]
 	}
-	return &waitRooms{notifier: n, rooms: map[string]*waitRoom{}}
+	return w
 }
 
 // errPatience: a caller waiting in line spent its strategy's waits;
@@ -263,7 +270,11 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	sub := room.sub
 	w.mu.Unlock()
 	if sub == nil {
-		sub = w.notifier.subscribe(lockrules.Released(room.key), room)
+		// The shared channel for plain releases (a release with nobody
+		// live in line, or waiters that cannot queue), and ours for a
+		// hand-over: one SUBSCRIBE, and the second's confirmation, which
+		// comes last, makes the subscription ready.
+		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 		w.mu.Lock()
 		room.sub = sub
 		w.mu.Unlock()

@@ -31,19 +31,52 @@
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 1], KEYS[#KEYS]
-local ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
-if not ours and redis.pcall('GET', KEYS[1]) == token then
+-- The lock key's value, false when there is none, or an error reply.
+local function read()
+  local value = redis.pcall('GET', KEYS[1])
+  if type(value) == 'table' and value.err then
+    -- A value of another type, or no right to read it.
+    if string.find(value.err, 'WRONGTYPE', 1, true) then
+      return nil, redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
+    end
+    return nil, value
+  end
+  return value
+end
+local ours, value, err = false, false, nil
+if wait > 0 then
+  -- A waiter mostly finds the lock held by someone else, or handed to it:
+  -- reading first spares a SET that would fail. (A script runs alone: a
+  -- key found missing is still missing for the SET.)
+  value, err = read()
+  if err then
+    return err
+  end
+  if not value then
+    ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+  end
+else
+  ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+  if not ours then
+    value, err = read()
+    if err then
+      return err
+    end
+  end
+end
+if value == token then
   -- Handed to us by a release, or our own earlier attempt won and its
   -- reply was lost. Either way it is ours: renew it to our TTL. The fence
-  -- below is a new, higher number, still ours alone.
+  -- below is a new, higher number, still ours alone. Our place in the
+  -- queue is gone already: the release (or break) that handed it to us
+  -- took it, as did the earlier attempt that won.
   redis.call('PEXPIRE', KEYS[1], ttl)
   ours = true
+elseif ours and wait > 0 then
+  redis.pcall('ZREM', queue, token)
+  redis.pcall('ZREM', expiries, token)
 end
 if ours then
-  if wait > 0 then
-    redis.pcall('ZREM', queue, token)
-    redis.pcall('ZREM', expiries, token)
-  end
   if ARGV[3] ~= '1' then
     return 0
   end
@@ -80,9 +113,6 @@ if ours then
     fence = micros
   end
   return fence
-end
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
-  return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
 end
 if wait > 0 then
   local now = redis.pcall('TIME')

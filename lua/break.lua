@@ -16,6 +16,16 @@ if not value then
   return info
 end
 local channel = KEYS[1] .. ':released'
+-- A hand-over is announced on the channel of the waiter's Client only:
+-- channel .. ':' .. its tag, the token's part before a '.' (a token of a
+-- Client without a tag goes on the shared channel).
+local function handover(channel, waiter)
+  local tag = string.match(waiter, '^([A-Z2-7]+)%.')
+  if tag then
+    return channel .. ':' .. tag
+  end
+  return channel
+end
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)
 if head[1] then
   local now = redis.call('TIME')
@@ -28,7 +38,7 @@ if head[1] then
     if lapses and lapses > now then
       redis.call('SET', KEYS[1], waiter, 'PX', ARGV[2])
       if ARGV[1] ~= '' then
-        redis.pcall(ARGV[1], channel, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+        redis.pcall(ARGV[1], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
       end
       info[7] = 1
       return info

@@ -6,8 +6,11 @@
 -- KEYS[2]  optional: the queue (see acquire.lua)
 -- KEYS[3]  with KEYS[2]: the queue's expiries
 -- ARGV[1]  the holder's token
--- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: the announcement goes to the
---          channel KEYS[1] .. ':released' (same hash slot); '' for none
+-- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: a plain release is announced
+--          on the channel KEYS[1] .. ':released', a hand-over on that
+--          channel .. ':' .. the tag of the waiter's Client (the token's
+--          part before a '.'), which only that Client hears (same hash
+--          slot); '' for none
 -- ARGV[3]  how long (ms) a waiter the lock is handed to has to claim it
 --          with the acquire script before it lapses
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
@@ -42,15 +45,25 @@ if value ~= token then
   end
   return -1
 end
-if queued and redis.pcall('ZCARD', KEYS[2]) == 0 then
+local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
+if type(head) == 'table' and not head.err and not head[1] then
   -- Nobody in line, so nobody to tell (see above). The common case, kept
-  -- to the commands it needs. Without the right to ZCARD the pcall
-  -- returns an error, not 0, and the release goes the long way.
+  -- to the commands it needs. Without the right to ZRANGE the pcall
+  -- returns an error, and the release goes the long way.
   redis.call('DEL', KEYS[1])
   return 1
 end
 local channel = KEYS[1] .. ':released'
-local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
+-- A hand-over is announced on the channel of the waiter's Client only:
+-- channel .. ':' .. its tag, the token's part before a '.' (a token of a
+-- Client without a tag goes on the shared channel).
+local function handover(channel, waiter)
+  local tag = string.match(waiter, '^([A-Z2-7]+)%.')
+  if tag then
+    return channel .. ':' .. tag
+  end
+  return channel
+end
 if type(head) == 'table' and head[1] then
   local now = redis.call('TIME')
   now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -62,7 +75,7 @@ if type(head) == 'table' and head[1] then
     if lapses and lapses > now then
       redis.call('SET', KEYS[1], waiter, 'PX', ARGV[3])
       if ARGV[2] ~= '' then
-        redis.pcall(ARGV[2], channel, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+        redis.pcall(ARGV[2], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
       end
       return 1
     end

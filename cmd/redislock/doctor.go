@@ -434,7 +434,6 @@ func needs(key string, cluster bool) []need {
 		same(true, "GET", key),
 		same(true, "PTTL", key),
 		same(true, "PEXPIRE", key, "10000"),
-		same(true, "TYPE", key),
 		on(true, fence, "INCR", key),
 		same(true, "EVALSHA", noSuchScript, "1", key),
 		same(true, "EVAL", "return 0", "1", key),

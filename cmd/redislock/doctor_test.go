@@ -61,7 +61,7 @@ func addUser(t *testing.T, srv *redistest.Server, user string, rules ...string) 
 
 // minimalACL is the smallest user of docs/security.md, with the optional
 // queue and wake-up commands.
-var minimalACL = strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +pexpire +pttl +del +incr +type" +
+var minimalACL = strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +pexpire +pttl +del +incr" +
 	" +zcard +zadd +zrange +zrem +zscore +time +publish +subscribe +unsubscribe")
 
 // without returns rules without the rule drop.

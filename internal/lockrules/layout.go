@@ -12,6 +12,7 @@
 //	prefix{name}:q          the waiters' queue, by arrival (a sorted set)
 //	prefix{name}:qx         when each waiter's place lapses (a sorted set)
 //	prefix{name}:released   the channel a release is announced on
+//	prefix{name}:released:T a hand-over to a waiter of the Client tagged T
 //
 // The name sits inside braces so that it is the keys' Redis Cluster hash
 // tag: all of them land in one slot, which the scripts need.
