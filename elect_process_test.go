@@ -115,8 +115,14 @@ func TestElectHelperProcess(t *testing.T) {
 				return
 			}
 		}
+		if !closing {
+			cancel()
+		}
+		// After Close, Elect ends by itself (ErrClosed); cancelling
+		// first would race it to ctx's error.
+		err := <-done
 		cancel()
-		if err := <-done; !errors.Is(err, want) {
+		if !errors.Is(err, want) {
 			report(electEvent{Event: "err", Err: fmt.Sprint(err)})
 			return
 		}

@@ -169,6 +169,9 @@ func (w *restartWatch) run() {
 		case isTimeout(err):
 			// An idle connection: nothing happened.
 		default:
+			if w.exit(false) {
+				return // closed (closeIfIdle closed its connection), or idle
+			}
 			down = true
 			time.Sleep(wait) // only while the server is unreachable
 			wait = min(2*wait, watchRetryMax)
