@@ -161,7 +161,11 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 }
 
 func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
-	cmd, ackErr := runScript(ctx, s.rdb, o, extendScript, []string{key}, token, ttl.Milliseconds())
+	script, keys := extendScript, []string{key}
+	if o.semLimit > 0 {
+		script, keys = semExtendScript, []string{key, semaphoreLimitKey(key)}
+	}
+	cmd, ackErr := runScript(ctx, s.rdb, o, script, keys, token, ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	if err == nil && reply == replyDone && ackErr != nil {
 		err = ackErr // extended on the primary only: not confirmed
@@ -170,8 +174,8 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 }
 
 func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
-	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
-	if isTryAgain(err) {
+	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
+	if isTryAgain(err) && !ref.sem {
 		// A cluster slot in migration (see acquire): release without
 		// the queue's keys, so without handing on; waiters hear the
 		// release and try. Rare: built here, not kept in every lock.
@@ -237,7 +241,7 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		switch {
 		case errs[i] == nil:
 		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
-			replies[i], errs[i] = s.run(ctx, releaseSource, args[i]).Int64()
+			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i]).Int64()
 		case isTryAgain(errs[i]):
 			// The slot is migrating: release without the queue (see
 			// release); a place left lapses after queueHold.
@@ -314,8 +318,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
-		if reqs[i].opts.replicas > 0 {
-			continue
+		if reqs[i].opts.replicas > 0 || reqs[i].opts.semLimit > 0 {
+			continue // one by one, below
 		}
 		cmds[i] = extendScript.EvalSha(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
 	}

@@ -12,6 +12,8 @@
 //	prefix{name}:q          the waiters' queue, by arrival (a sorted set)
 //	prefix{name}:qx         when each waiter's place lapses (a sorted set)
 //	prefix{name}:released   the channel a release is announced on
+//	prefix{name}:limit      a semaphore's limit (its key is then a sorted
+//	                        set of holders' tokens scored by lease end)
 //
 // The name sits inside braces so that it is the keys' Redis Cluster hash
 // tag: all of them land in one slot, which the scripts need.
@@ -28,6 +30,7 @@ const (
 	QueueSuffix    = ":q"
 	ExpirySuffix   = ":qx"
 	ReleasedSuffix = ":released"
+	LimitSuffix    = ":limit"
 )
 
 // MetadataSeparator comes between the token and the holder's metadata in
