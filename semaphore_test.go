@@ -204,7 +204,10 @@ func TestSemaphoreBadInput(t *testing.T) {
 			return err
 		}},
 		{"WithFailOpen", func() error { _, err := c.AcquireSemaphore(ctx, "x", 2, redislock.WithFailOpen()); return err }},
-		{"a bad TTL", func() error { _, err := c.AcquireSemaphore(ctx, "x", 2, redislock.WithTTL(time.Microsecond)); return err }},
+		{"a bad TTL", func() error {
+			_, err := c.AcquireSemaphore(ctx, "x", 2, redislock.WithTTL(time.Microsecond))
+			return err
+		}},
 		{"a quorum Client", func() error {
 			q, err := redislock.NewQuorum([]redis.UniversalClient{newMini(t), newMini(t), newMini(t)}, quiet)
 			require.NoError(t, err)
