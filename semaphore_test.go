@@ -64,17 +64,23 @@ func TestSemaphore(t *testing.T) {
 		})
 
 		t.Run("a crashed holder's slot comes back when its lease ends", func(t *testing.T) {
-			c := redislock.New(b.rdb, quiet, redislock.WithTTL(200*time.Millisecond), redislock.WithWatchdog(false))
-			crashed, err := c.AcquireSemaphore(ctx, "crash", 1)
+			// A live holder keeps the set itself alive: the crashed
+			// holder's member must be dropped from it, not expire with it.
+			live, err := redislock.New(b.rdb, quiet).AcquireSemaphore(ctx, "crash", 2)
 			require.NoError(t, err)
-			_, err = c.AcquireSemaphore(ctx, "crash", 1)
+			defer func() { require.NoError(t, live.Release(ctx)) }()
+			c := redislock.New(b.rdb, quiet, redislock.WithTTL(200*time.Millisecond), redislock.WithWatchdog(false))
+			crashed, err := c.AcquireSemaphore(ctx, "crash", 2)
+			require.NoError(t, err)
+			_, err = c.AcquireSemaphore(ctx, "crash", 2)
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
 			if b.mini != nil {
 				b.mini.SetTime(time.Now().Add(time.Second)) // the scripts' TIME
+				defer b.mini.SetTime(time.Time{})          // back to the real clock
 			}
 			var l *redislock.Lock
 			eventually(t, 5*time.Second, func() bool {
-				l, err = c.AcquireSemaphore(ctx, "crash", 1)
+				l, err = c.AcquireSemaphore(ctx, "crash", 2)
 				return err == nil
 			}, "the slot did not come back: %v", err)
 			require.ErrorIs(t, crashed.Release(ctx), redislock.ErrNotHeld, "the crashed holder's slot is gone")

@@ -5,7 +5,7 @@
 -- back by itself: every script drops the members whose time has passed.
 -- KEYS[1]  the holders: tokens scored by lease end (ms, server clock)
 -- KEYS[2]  the limit the holders use (a string)
--- KEYS[3]  the queue: waiters' tokens by arrival time (ms)
+-- KEYS[3]  the queue: waiters' tokens by arrival time (µs)
 -- KEYS[4]  the queue's expiries: when each waiter's place lapses (ms)
 -- KEYS[5]  with ARGV[4] = '1': the fence counter
 -- (all in one hash slot)
@@ -82,7 +82,9 @@ if ours then
 end
 if wait > 0 then
   -- NX: a waiter coming back keeps its place; its expiry moves on.
-  redis.call('ZADD', KEYS[3], 'NX', now, token)
+  -- Arrival in microseconds: two waiters of one millisecond keep their
+  -- order (a tie would fall back to the tokens' order).
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)
   redis.call('PEXPIRE', KEYS[4], wait)
