@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 func TestSemaphore(t *testing.T) {
@@ -76,7 +77,7 @@ func TestSemaphore(t *testing.T) {
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
 			if b.mini != nil {
 				b.mini.SetTime(time.Now().Add(time.Second)) // the scripts' TIME
-				defer b.mini.SetTime(time.Time{})          // back to the real clock
+				defer b.mini.SetTime(time.Time{})           // back to the real clock
 			}
 			var l *redislock.Lock
 			eventually(t, 5*time.Second, func() bool {
@@ -244,4 +245,40 @@ func TestSemaphoreClose(t *testing.T) {
 	require.Zero(t, rdb.Exists(ctx, "lock:{closing}").Val(), "Close gave the slot back")
 	_, err = c.AcquireSemaphore(ctx, "closing", 2)
 	require.ErrorIs(t, err, redislock.ErrClosed)
+}
+
+func TestSemaphoreOnCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t)
+	rdb := cluster.Client(t)
+	ctx := context.Background()
+	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithTTL(300*time.Millisecond))
+	for _, name := range namesOnEachPrimary(t, cluster, "sem") {
+		t.Run("limit 2 on the primary of "+name, func(t *testing.T) {
+			a, err := c.AcquireSemaphore(ctx, name, 2)
+			require.NoError(t, err)
+			b, err := c.AcquireSemaphore(ctx, name, 2)
+			require.NoError(t, err)
+			require.Greater(t, b.Fence(), a.Fence())
+			_, err = c.AcquireSemaphore(ctx, name, 3)
+			require.ErrorIs(t, err, redislock.ErrLimitMismatch)
+
+			waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			got := make(chan error, 1)
+			var third *redislock.Lock
+			go func() {
+				var err error
+				third, err = c.AcquireSemaphore(waitCtx, name, 2, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+				got <- err
+			}()
+			eventually(t, 5*time.Second, func() bool { return rdb.ZCard(ctx, "lock:{"+name+"}:q").Val() == 1 }, "not queued")
+			require.NoError(t, a.Release(ctx))
+			require.NoError(t, <-got)
+			require.Greater(t, third.Fence(), b.Fence())
+			require.NoError(t, b.Context().Err())
+			require.NoError(t, b.Release(ctx))
+			require.NoError(t, third.Release(ctx))
+			require.Zero(t, rdb.Exists(ctx, "lock:{"+name+"}").Val())
+		})
+	}
 }
