@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -279,6 +280,55 @@ func TestSemaphoreOnCluster(t *testing.T) {
 			require.NoError(t, b.Release(ctx))
 			require.NoError(t, third.Release(ctx))
 			require.Zero(t, rdb.Exists(ctx, "lock:{"+name+"}").Val())
+		})
+	}
+}
+
+// semaphoreACLCommands are what docs/security.md lists for semaphores, on
+// top of the minimal line.
+var semaphoreACLCommands = []string{"+zadd", "+zrem", "+zrange", "+zscore", "+zcard", "+zrank", "+zrangebyscore", "+zremrangebyscore"}
+
+func TestSemaphoreACL(t *testing.T) {
+	server := redistest.Start(t)
+	admin := newRedisClient(t, server.Addr())
+	ctx := context.Background()
+	rules := append(append([]string{"~lock:*", "resetchannels"}, minimalACLCommands...), semaphoreACLCommands...)
+
+	t.Run("the documented line is enough for every semaphore call", func(t *testing.T) {
+		rdb := setACLUser(t, admin, "sem", rules...)
+		c := redislock.New(rdb, quiet, redislock.WithFencing())
+		l, err := c.AcquireSemaphore(ctx, "acl", 1)
+		require.NoError(t, err)
+		waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, err = c.AcquireSemaphore(waitCtx, "acl", 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+		require.ErrorIs(t, err, redislock.ErrNotAcquired, "a waiter queues")
+		_, err = l.TTL(ctx)
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		require.NoError(t, l.Release(ctx))
+		require.NoError(t, c.Close(ctx))
+	})
+
+	for _, drop := range semaphoreACLCommands {
+		t.Run("without "+drop+" a semaphore call is refused", func(t *testing.T) {
+			rdb := setACLUser(t, admin, "sem-"+drop[1:], slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == drop })...)
+			c := redislock.New(rdb, quiet)
+			l, err := c.AcquireSemaphore(ctx, "acl-"+drop[1:], 2)
+			if err == nil {
+				// A command used only when someone waits or releases.
+				_, err = c.AcquireSemaphore(ctx, "acl-"+drop[1:], 2, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+				if err == nil {
+					err = l.Release(ctx)
+				}
+			}
+			// Redis 7.0 words a refusal inside a script without the NOPERM prefix.
+			require.Error(t, err)
+			require.Regexp(t, `NOPERM|can't run this command`, err.Error())
+			if l == nil {
+				require.Zero(t, admin.ZCard(ctx, "lock:{acl-"+drop[1:]+"}").Val(), "a refused acquire holds no slot")
+			}
+			require.NoError(t, c.Close(ctx))
 		})
 	}
 }

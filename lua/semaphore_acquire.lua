@@ -52,12 +52,17 @@ if not ours and held < limit then
   ours = ahead < limit - held
 end
 if ours then
-  redis.call('ZADD', KEYS[1], now + ttl, token)
+  -- Every command that a user's ACL may refuse runs before the ZADD: a
+  -- refused script stops where it is, and must not leave a slot held.
   redis.call('ZREM', KEYS[3], token)
   redis.call('ZREM', KEYS[4], token)
   -- The set (and its limit) vanish with the last lease.
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  local keep = math.max(tonumber(last[2]) - now, 1)
+  local keep = ttl
+  if last[2] then
+    keep = math.max(tonumber(last[2]) - now, ttl)
+  end
+  redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
   redis.call('PEXPIRE', KEYS[1], keep)
   if ARGV[4] ~= '1' then
