@@ -314,19 +314,31 @@ func TestSemaphoreACL(t *testing.T) {
 		t.Run("without "+drop+" a semaphore call is refused", func(t *testing.T) {
 			rdb := setACLUser(t, admin, "sem-"+drop[1:], slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == drop })...)
 			c := redislock.New(rdb, quiet)
-			l, err := c.AcquireSemaphore(ctx, "acl-"+drop[1:], 2)
+			name := "acl-" + drop[1:]
+			// Every call a semaphore makes: a holder, a waiter that queues
+			// and comes back, the holder's release, the waiter's claim.
+			l, err := c.AcquireSemaphore(ctx, name, 1)
 			if err == nil {
-				// A command used only when someone waits or releases.
-				_, err = c.AcquireSemaphore(ctx, "acl-"+drop[1:], 2, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-				if err == nil {
-					err = l.Release(ctx)
-				}
+				waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				waiter := make(chan error, 1)
+				go func() {
+					w, err := c.AcquireSemaphore(waitCtx, name, 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+					if err == nil {
+						err = w.Release(ctx)
+					}
+					waiter <- err
+				}()
+				eventually(t, 5*time.Second, func() bool {
+					return admin.ZCard(ctx, "lock:{"+name+"}:q").Val() == 1 || len(waiter) == 1
+				}, "the waiter neither queued nor failed")
+				err = errors.Join(l.Release(ctx), <-waiter)
 			}
 			// Redis 7.0 words a refusal inside a script without the NOPERM prefix.
 			require.Error(t, err)
 			require.Regexp(t, `NOPERM|can't run this command`, err.Error())
 			if l == nil {
-				require.Zero(t, admin.ZCard(ctx, "lock:{acl-"+drop[1:]+"}").Val(), "a refused acquire holds no slot")
+				require.Zero(t, admin.ZCard(ctx, "lock:{"+name+"}").Val(), "a refused acquire holds no slot")
 			}
 			require.NoError(t, c.Close(ctx))
 		})

@@ -31,9 +31,13 @@ end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
-  redis.call('ZREM', KEYS[3], gone)
-  redis.call('ZREM', KEYS[4], gone)
+-- Nobody waiting (the common case): no queue to prune or to keep order in.
+local waiting = redis.call('ZCARD', KEYS[3])
+if waiting > 0 then
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+    waiting = waiting - redis.call('ZREM', KEYS[3], gone)
+    redis.call('ZREM', KEYS[4], gone)
+  end
 end
 local held = redis.call('ZCARD', KEYS[1])
 if held > 0 then
@@ -45,17 +49,16 @@ end
 local ours = redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
   -- Arrival order: the waiters ahead of us are owed the free slots first.
-  local ahead = redis.call('ZRANK', KEYS[3], token)
-  if not ahead then
-    ahead = redis.call('ZCARD', KEYS[3])
-  end
+  local ahead = waiting > 0 and redis.call('ZRANK', KEYS[3], token) or waiting
   ours = ahead < limit - held
 end
 if ours then
   -- Every command that a user's ACL may refuse runs before the ZADD: a
   -- refused script stops where it is, and must not leave a slot held.
-  redis.call('ZREM', KEYS[3], token)
-  redis.call('ZREM', KEYS[4], token)
+  if waiting > 0 then
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('ZREM', KEYS[4], token)
+  end
   -- The set (and its limit) vanish with the last lease.
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   local keep = ttl
