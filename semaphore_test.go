@@ -344,3 +344,38 @@ func TestSemaphoreACL(t *testing.T) {
 		})
 	}
 }
+
+func TestSemaphoreThroughSentinel(t *testing.T) {
+	set := redistest.StartSentinel(t)
+	rdb := set.Client(t)
+	replica := newRedisClient(t, set.Replica(t).Addr())
+	ctx := context.Background()
+	clock := &extensionClock{}
+	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithReplicaAck(1, 5*time.Second),
+		redislock.WithTTL(300*time.Millisecond), redislock.WithObserver(clock))
+
+	a, err := c.AcquireSemaphore(ctx, "sentinel", 2)
+	require.NoError(t, err)
+	b, err := c.AcquireSemaphore(ctx, "sentinel", 2)
+	require.NoError(t, err)
+	require.Greater(t, b.Fence(), a.Fence())
+	// No polling: WAIT returned only once the replica had both holders.
+	require.EqualValues(t, 2, replica.ZCard(ctx, "lock:{sentinel}").Val())
+	eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 4 }, "the watchdog extended the slots")
+
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	var third *redislock.Lock
+	go func() {
+		var err error
+		third, err = c.AcquireSemaphore(waitCtx, "sentinel", 2, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+		got <- err
+	}()
+	eventually(t, 5*time.Second, func() bool { return rdb.ZCard(ctx, "lock:{sentinel}:q").Val() == 1 }, "not queued")
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, <-got)
+	require.NoError(t, b.Context().Err(), "still held")
+	require.NoError(t, b.Release(ctx))
+	require.NoError(t, third.Release(ctx))
+}
