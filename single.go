@@ -161,10 +161,7 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 }
 
 func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
-	script, keys := extendScript, []string{key}
-	if o.semLimit > 0 {
-		script, keys = semExtendScript, []string{key, semaphoreLimitKey(key)}
-	}
+	script, keys := extendCommand(&extendRequest{opts: o, key: key})
 	cmd, ackErr := runScript(ctx, s.rdb, o, script, keys, token, ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	if err == nil && reply == replyDone && ackErr != nil {
@@ -318,10 +315,11 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
-		if reqs[i].opts.replicas > 0 || reqs[i].opts.semLimit > 0 {
-			continue // one by one, below
+		if reqs[i].opts.replicas > 0 {
+			continue
 		}
-		cmds[i] = extendScript.EvalSha(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+		script, keys := extendCommand(&reqs[i])
+		cmds[i] = script.EvalSha(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // errors are read per command
@@ -330,7 +328,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	for i, cmd := range cmds {
 		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			retry = append(retry, i)
-			cmds[i] = extendScript.Eval(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+			script, keys := extendCommand(&reqs[i])
+			cmds[i] = script.Eval(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
 		}
 	}
 	if len(retry) > 0 {
@@ -344,6 +343,15 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		}
 		r.reply, r.err = cmds[i].Int64()
 	}
+}
+
+// extendCommand is the extension script of r's lock and its keys: a
+// semaphore's slot has a script of its own (see lua/semaphore_extend.lua).
+func extendCommand(r *extendRequest) (*redis.Script, []string) {
+	if r.opts.semLimit > 0 {
+		return semExtendScript, []string{r.key, semaphoreLimitKey(r.key)}
+	}
+	return extendScript, []string{r.key}
 }
 
 // holderTTL converts a holder's PTTL reply: a lease about to end (0) is
