@@ -48,6 +48,8 @@ type Client struct {
 	deadlines *alarms
 	waiting   *waitRooms
 	cleaner   *janitor
+
+	semaphores semRooms // AcquireSemaphore's waiters
 }
 
 // newClient is the one constructor behind New and NewQuorum: everything a

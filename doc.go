@@ -36,6 +36,12 @@
 // whatever its token, as its release would, and the holder learns at its
 // next extension.
 //
+// Semaphores: [Client.AcquireSemaphore] lets at most a limit of holders in
+// at once, each with a Lock of its own (token, lease, watchdog, context,
+// fence); a crashed holder's slot comes back when its lease ends, waiters
+// are served in arrival order, and a limit that disagrees with the
+// holders' is [ErrLimitMismatch].
+//
 // A [Client] is safe for concurrent use and should be shared; Close it on
 // shutdown so that its locks pass to other instances at once. A [Lock] is
 // safe for concurrent use, is not tied to the goroutine that acquired it,

@@ -49,6 +49,12 @@ var (
 	// name, a TTL below 10ms, a nil client, and so on. Such calls never touch
 	// the network.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
+
+	// ErrLimitMismatch is returned by AcquireSemaphore when the
+	// semaphore's current holders use another limit: one name has one
+	// limit at a time (it may change once every holder has left). It does
+	// not match ErrNotAcquired or ErrInvalidArgument.
+	ErrLimitMismatch = errors.New("redislock: semaphore limit differs from its holders'")
 )
 
 // LostReason says why a held lock was lost.

@@ -321,3 +321,33 @@ func ExampleClient_Elect() {
 	// pod-b leads, fence 1796342400000001
 	// pod-b stopped: true
 }
+
+func ExampleClient_AcquireSemaphore() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	// At most 2 exports run at once, across every process that uses the
+	// name with this limit.
+	first, _ := locker.AcquireSemaphore(ctx, "exports", 2)
+	second, _ := locker.AcquireSemaphore(ctx, "exports", 2)
+	_, err := locker.AcquireSemaphore(ctx, "exports", 2)
+	fmt.Println("third while two run:", errors.Is(err, redislock.ErrNotAcquired))
+	_, err = locker.AcquireSemaphore(ctx, "exports", 3)
+	fmt.Println("another limit:", errors.Is(err, redislock.ErrLimitMismatch))
+
+	_ = first.Release(ctx)
+	third, err := locker.AcquireSemaphore(ctx, "exports", 2)
+	fmt.Println("third after a release:", err == nil)
+	// Each holder works under its own lock's context, cancelled if its
+	// slot is lost.
+	fmt.Println("second still ours:", second.Context().Err() == nil)
+	_ = second.Release(ctx)
+	_ = third.Release(ctx)
+	// Output:
+	// third while two run: true
+	// another limit: true
+	// third after a release: true
+	// second still ours: true
+}

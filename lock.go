@@ -184,7 +184,13 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.endedFor(ctx); err != nil {
 		return 0, err
 	}
-	reply, err := l.client.store.pttl(ctx, l.ref.key, l.ref.token)
+	var reply int64
+	var err error
+	if l.opts.semLimit > 0 {
+		reply, err = semPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key}, l.ref.token).Int64()
+	} else {
+		reply, err = l.client.store.pttl(ctx, l.ref.key, l.ref.token)
+	}
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)

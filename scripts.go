@@ -34,9 +34,26 @@ var (
 	inspectScript = redis.NewScript(stateSource + inspectSource)
 	breakScript   = redis.NewScript(stateSource + breakSource)
 
+	// The semaphore's own scripts (see semaphore.go): the exclusive
+	// lock's scripts do no work for semaphores.
+	//go:embed lua/semaphore_acquire.lua
+	semAcquireSource string
+	//go:embed lua/semaphore_extend.lua
+	semExtendSource string
+	//go:embed lua/semaphore_release.lua
+	semReleaseSource string
+	//go:embed lua/semaphore_pttl.lua
+	semPTTLSource string
+
+	semAcquireScript = redis.NewScript(semAcquireSource)
+	semExtendScript  = redis.NewScript(semExtendSource)
+	semReleaseScript = redis.NewScript(semReleaseSource)
+	semPTTLScript    = redis.NewScript(semPTTLSource)
+
 	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
-	acquireSHA any = acquireScript.Hash()
-	releaseSHA any = releaseScript.Hash()
+	acquireSHA    any = acquireScript.Hash()
+	releaseSHA    any = releaseScript.Hash()
+	semReleaseSHA any = semReleaseScript.Hash()
 )
 
 // Replies of the extend and release scripts.

@@ -161,7 +161,8 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 }
 
 func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
-	cmd, ackErr := runScript(ctx, s.rdb, o, extendScript, []string{key}, token, ttl.Milliseconds())
+	script, keys := extendCommand(&extendRequest{opts: o, key: key})
+	cmd, ackErr := runScript(ctx, s.rdb, o, script, keys, token, ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	if err == nil && reply == replyDone && ackErr != nil {
 		err = ackErr // extended on the primary only: not confirmed
@@ -170,8 +171,8 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 }
 
 func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
-	reply, err := s.run(ctx, releaseSource, ref.releaseArgs[:]).Int64()
-	if isTryAgain(err) {
+	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
+	if isTryAgain(err) && !ref.sem {
 		// A cluster slot in migration (see acquire): release without
 		// the queue's keys, so without handing on; waiters hear the
 		// release and try. Rare: built here, not kept in every lock.
@@ -245,7 +246,7 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		switch {
 		case errs[i] == nil:
 		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
-			replies[i], errs[i] = s.run(ctx, releaseSource, args[i]).Int64()
+			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i]).Int64()
 		case isTryAgain(errs[i]):
 			// The slot is migrating: release without the queue (see
 			// release); a place left lapses after queueHold.
@@ -325,7 +326,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		if reqs[i].opts.replicas > 0 {
 			continue
 		}
-		cmds[i] = extendScript.EvalSha(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+		script, keys := extendCommand(&reqs[i])
+		cmds[i] = script.EvalSha(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // errors are read per command
@@ -334,7 +336,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	for i, cmd := range cmds {
 		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			retry = append(retry, i)
-			cmds[i] = extendScript.Eval(ctx, pipe, []string{reqs[i].key}, reqs[i].token, reqs[i].ttl.Milliseconds())
+			script, keys := extendCommand(&reqs[i])
+			cmds[i] = script.Eval(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
 		}
 	}
 	if len(retry) > 0 {
@@ -348,6 +351,15 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		}
 		r.reply, r.err = cmds[i].Int64()
 	}
+}
+
+// extendCommand is the extension script of r's lock and its keys: a
+// semaphore's slot has a script of its own (see lua/semaphore_extend.lua).
+func extendCommand(r *extendRequest) (*redis.Script, []string) {
+	if r.opts.semLimit > 0 {
+		return semExtendScript, []string{r.key, semaphoreLimitKey(r.key)}
+	}
+	return extendScript, []string{r.key}
 }
 
 // holderTTL converts a holder's PTTL reply: a lease about to end (0) is

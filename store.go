@@ -57,6 +57,9 @@ type lockRef struct {
 	keyArg    any    // key, boxed once
 	ttlArg    any    // the TTL in milliseconds, boxed once per options
 	fenced    bool
+	// sem: a semaphore's slot (see semaphore.go): releaseArgs run
+	// lua/semaphore_release.lua, with the same arguments.
+	sem bool
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.
 	waiting bool
@@ -114,6 +117,14 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 		claim = o.ttl.Milliseconds()
 	}
 	r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
+}
+
+// releaseSource is the source of the script releaseArgs run.
+func (r *lockRef) releaseSource() string {
+	if r.sem {
+		return semReleaseSource
+	}
+	return releaseSource
 }
 
 // acquireCommand returns the EVALSHA of the acquire script for the next

@@ -442,6 +442,11 @@ func needs(key string, cluster bool) []need {
 		on(false, queue, "ZRANGE", key, "0", "0"),
 		on(false, queue, "ZSCORE", key, "waiter"),
 		on(false, queue, "ZCARD", key),
+		// Semaphores (AcquireSemaphore, run --limit) also need these.
+		same(false, "ZRANK", key, "waiter"),
+		same(false, "ZRANGEBYSCORE", key, "0", "0"),
+		same(false, "ZREMRANGEBYSCORE", key, "0", "0"),
+		same(false, "TYPE", key),
 		same(false, "TIME"),
 		same(false, publish, released, "1"),
 		{command: strings.ToLower(subscribe), dryRun: []string{subscribe, released}, probe: []string{subscribe, released}, subscribe: true},
@@ -503,16 +508,23 @@ func (d *doctor) permissions(ctx context.Context) check {
 // reads TIME, which fenced locks need in any case: see permissionCheck.)
 var queueCommands = []string{"zadd", "zrem", "zrange", "zscore", "zcard"}
 
+// semaphoreCommands are the commands only semaphores run (with the
+// queue's and TIME, all without pcall: a semaphore fails without them).
+var semaphoreCommands = []string{"zrank", "zrangebyscore", "zremrangebyscore", "type"}
+
 // permissionCheck words the permissions line.
 func permissionCheck(user, method string, lackRequired, lackOptional []string) check {
 	const name = "permissions"
 	var optionalNote string
 	if len(lackOptional) > 0 {
 		var effects []string
-		queueLacking := 0
+		queueLacking, semaphoreLacking := 0, 0
 		for _, c := range lackOptional {
 			if slices.Contains(queueCommands, c) {
 				queueLacking++
+			}
+			if slices.Contains(semaphoreCommands, c) {
+				semaphoreLacking++
 			}
 		}
 		switch {
@@ -525,8 +537,11 @@ func permissionCheck(user, method string, lackRequired, lackOptional []string) c
 		if noTime {
 			effects = append(effects, "fenced locks fail: a fence is the counter raised to the server's TIME; the queue does not work either")
 		}
-		if others := len(lackOptional) - queueLacking; others > 1 || (others == 1 && !noTime) {
+		if others := len(lackOptional) - queueLacking - semaphoreLacking; others > 1 || (others == 1 && !noTime) {
 			effects = append(effects, "waiters are not woken by a release and only retry")
+		}
+		if queueLacking > 0 || semaphoreLacking > 0 || noTime {
+			effects = append(effects, "semaphores (run --limit) fail with NOPERM")
 		}
 		optionalNote = "; lacks the optional " + strings.Join(lackOptional, ", ") + " (" + strings.Join(effects, "; ") + ")"
 	}

@@ -61,8 +61,8 @@ func addUser(t *testing.T, srv *redistest.Server, user string, rules ...string) 
 
 // minimalACL is the smallest user of docs/security.md, with the optional
 // queue and wake-up commands.
-var minimalACL = strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +pexpire +pttl +del +incr" +
-	" +zcard +zadd +zrange +zrem +zscore +time +publish +subscribe +unsubscribe")
+var minimalACL = strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +pexpire +pttl +del +incr +type" +
+	" +zcard +zadd +zrange +zrem +zscore +time +publish +subscribe +unsubscribe +zrank +zrangebyscore +zremrangebyscore")
 
 // without returns rules without the rule drop.
 func without(rules []string, drop string) []string {
@@ -321,7 +321,12 @@ func TestDoctorWording(t *testing.T) {
 	t.Run("the whole queue missing says waiters do not queue", func(t *testing.T) {
 		c := permissionCheck("user u", "ACL DRYRUN", nil, queueCommands)
 		require.Equal(t, statusRisk, c.Status)
-		require.Contains(t, c.Detail, "(waiters do not queue)")
+		require.Contains(t, c.Detail, "(waiters do not queue; semaphores (run --limit) fail with NOPERM)")
+	})
+	t.Run("the semaphores' own commands missing says semaphores fail, and nothing about waiters", func(t *testing.T) {
+		c := permissionCheck("user u", "ACL DRYRUN", nil, semaphoreCommands)
+		require.Equal(t, statusRisk, c.Status)
+		require.Contains(t, c.Detail, "lacks the optional zrank, zrangebyscore, zremrangebyscore, type (semaphores (run --limit) fail with NOPERM)")
 	})
 	t.Run("TIME missing says fenced locks fail", func(t *testing.T) {
 		c := permissionCheck("user u", "ACL DRYRUN", nil, []string{"time"})

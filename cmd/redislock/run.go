@@ -30,6 +30,11 @@ Acquires the lock NAME on Redis, runs COMMAND in its own process group while
 a watchdog extends the lock every TTL/3, releases the lock when COMMAND exits,
 and exits with COMMAND's exit code.
 
+With --limit N, NAME is a semaphore instead: at most N copies of COMMAND run
+at once across machines (every copy must use the same N; another N is a usage
+error, exit 64, while copies with the old one run). Waiters with --wait are
+served in arrival order.
+
 COMMAND gets REDISLOCK_NAME, REDISLOCK_TOKEN (empty when it runs without the
 lock under --fail-open) and, with --fencing, REDISLOCK_FENCE in its
 environment.
@@ -62,6 +67,7 @@ type runConfig struct {
 	skipCode int
 	verbose  bool
 	metadata string
+	limit    int // --limit: a semaphore of this many slots; 0: a lock
 }
 
 // parseRun parses run's arguments. It returns ok=false with the exit code
@@ -77,6 +83,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags.BoolVar(&cfg.failOpen, "fail-open", false, "run COMMAND without the lock when Redis cannot be reached (default: fail closed, exit 69)")
 	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `CODE` (0-255) when another holder has the lock")
 	flags.BoolVar(&cfg.verbose, "verbose", false, "log at Debug level (acquisition and release, with the token) instead of Warn")
+	flags.IntVar(&cfg.limit, "limit", 0, "run at most `N` copies of COMMAND at once across machines (a semaphore of N slots; 1 to "+strconv.Itoa(redislock.MaxSemaphoreLimit)+") instead of one (default: an exclusive lock)")
 	flags.StringVar(&cfg.metadata, "metadata", "", "`TEXT` stored with the lock for \"redislock status\" to show (at most 4096 bytes, one line; \"\" for none) (default \"host=HOSTNAME pid=PID cmd=COMMAND\")")
 
 	if err := flags.Parse(args); err != nil {
@@ -96,8 +103,11 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: missing COMMAND after --"), false
 	}
 	cfg.name, cfg.command = rest[0], rest[2:]
-	metadataSet := false
-	flags.Visit(func(f *flag.Flag) { metadataSet = metadataSet || f.Name == "metadata" })
+	metadataSet, limitSet := false, false
+	flags.Visit(func(f *flag.Flag) {
+		metadataSet = metadataSet || f.Name == "metadata"
+		limitSet = limitSet || f.Name == "limit"
+	})
 	if !metadataSet {
 		cfg.metadata = defaultMetadata(cfg.command[0])
 	}
@@ -112,6 +122,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: negative --wait %v", cfg.wait), false
 	case cfg.grace < 0:
 		return cfg, usageError(stderr, "run: negative --grace %v", cfg.grace), false
+	case limitSet && (cfg.limit < 1 || cfg.limit > redislock.MaxSemaphoreLimit):
+		return cfg, usageError(stderr, "run: --limit %d is not in 1-%d", cfg.limit, redislock.MaxSemaphoreLimit), false
 	case cfg.skipCode < 0 || cfg.skipCode > 255:
 		return cfg, usageError(stderr, "run: --skip-exit-code %d is not in 0-255", cfg.skipCode), false
 	}
@@ -192,7 +204,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redislock: %v while acquiring %q%s: COMMAND was not run\n", sig, cfg.name, waited)
 		return exitSignalBase + int(sig.(syscall.Signal))
 	case err == nil:
-	case errors.Is(err, redislock.ErrInvalidArgument):
+	case errors.Is(err, redislock.ErrInvalidArgument) || errors.Is(err, redislock.ErrLimitMismatch):
 		return usageError(stderr, "run: %s", line(err))
 	case errors.Is(err, redislock.ErrNotAcquired) && cfg.wait > 0:
 		// The library's error says why the wait ended (still held, or the
@@ -200,7 +212,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, line(err), cfg.skipCode)
 		return cfg.skipCode
 	case errors.Is(err, redislock.ErrNotAcquired):
-		fmt.Fprintf(stderr, "redislock: %q is held by another holder: skipped (exit %d)\n", cfg.name, cfg.skipCode)
+		held := "is held by another holder"
+		if cfg.limit > 0 {
+			held = fmt.Sprintf("has all %d slots held", cfg.limit)
+		}
+		fmt.Fprintf(stderr, "redislock: %q %s: skipped (exit %d)\n", cfg.name, held, cfg.skipCode)
 		return cfg.skipCode
 	case cfg.failOpen && isUnreachable(err):
 		logger.Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)", "name", cfg.name, "error", line(err))
@@ -234,7 +250,13 @@ func acquire(locker *redislock.Client, cfg runConfig, signals <-chan os.Signal) 
 	}
 	done := make(chan result, 1)
 	go func() {
-		lock, err := locker.Acquire(ctx, cfg.name, opts...)
+		var lock *redislock.Lock
+		var err error
+		if cfg.limit > 0 {
+			lock, err = locker.AcquireSemaphore(ctx, cfg.name, cfg.limit, opts...)
+		} else {
+			lock, err = locker.Acquire(ctx, cfg.name, opts...)
+		}
 		done <- result{lock, err}
 	}()
 	for {

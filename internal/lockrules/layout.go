@@ -13,6 +13,8 @@
 //	prefix{name}:qx         when each waiter's place lapses (a sorted set)
 //	prefix{name}:released   the channel a release is announced on
 //	prefix{name}:released:T a hand-over to a waiter of the Client tagged T
+//	prefix{name}:limit      a semaphore's limit (its key is then a sorted
+//	                        set of holders' tokens scored by lease end)
 //
 // The name sits inside braces so that it is the keys' Redis Cluster hash
 // tag: all of them land in one slot, which the scripts need.
@@ -29,6 +31,7 @@ const (
 	QueueSuffix    = ":q"
 	ExpirySuffix   = ":qx"
 	ReleasedSuffix = ":released"
+	LimitSuffix    = ":limit"
 )
 
 // MetadataSeparator comes between the token and the holder's metadata in

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock"
+)
+
+// childEnv carries a child's configuration from the parent, which
+// re-executes its own binary with it set.
+const childEnv = "SEMTORTURE_CHILD"
+
+// runChildFromEnv runs the child when childEnv is set, and says so.
+func runChildFromEnv() bool {
+	raw, ok := os.LookupEnv(childEnv)
+	if !ok {
+		return false
+	}
+	var cfg config
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "semtorture child:", err)
+		os.Exit(2)
+	}
+	child(cfg)
+	return true
+}
+
+func child(cfg config) {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
+	defer rdb.Close()
+	c := redislock.New(rdb, redislock.WithFencing(), redislock.WithTTL(cfg.TTL),
+		redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)),
+		redislock.WithLogger(slog.New(slog.DiscardHandler)))
+	var mu sync.Mutex
+	out := json.NewEncoder(os.Stdout)
+	var wg sync.WaitGroup
+	for range cfg.Goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for monoNow() < cfg.End {
+				h, ok := holdOnce(c, cfg)
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				_ = out.Encode(h)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	_ = c.Close(context.Background())
+}
+
+// holdOnce takes a slot, writes while Valid says it is ours, and releases.
+func holdOnce(c *redislock.Client, cfg config) (hold, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	l, err := c.AcquireSemaphore(ctx, cfg.Name, cfg.Limit)
+	if err != nil {
+		return hold{}, false
+	}
+	h := hold{Proc: os.Getpid(), Fence: l.Fence(), From: monoNow()}
+	for range cfg.Writes {
+		time.Sleep(cfg.Work) // the work; a SIGSTOP may land anywhere here
+		before := monoNow()
+		if !l.Valid() {
+			h.Stale++ // the slot may be someone else's: the write is refused
+			break
+		}
+		h.To = before
+		h.Writes++
+	}
+	h.Lost = l.Context().Err() != nil && context.Cause(l.Context()) != redislock.ErrReleased
+	_ = l.Release(context.Background())
+	return h, true
+}

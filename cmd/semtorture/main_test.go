@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+var soak = flag.Duration("semtorture.soak", 0, "run the checker this long instead of the CI's few seconds")
+
+func TestMain(m *testing.M) {
+	// The checker re-executes its own binary as the children; under go
+	// test that binary is this test binary.
+	if runChildFromEnv() {
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func TestNeverMoreThanLimitInside(t *testing.T) {
+	d := 3 * time.Second
+	if *soak > 0 {
+		d = *soak
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cfg := config{
+		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 2, Duration: d,
+		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
+		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture",
+	}
+	s, err := run(cfg, exe)
+	require.NoError(t, err)
+	t.Logf("%+v", s)
+	require.Positive(t, s.Holds)
+	require.Zero(t, s.Violations, "more than %d inside at once", cfg.Limit)
+	require.Zero(t, s.RepeatedFences)
+	require.True(t, s.ok())
+}
+
+func TestTheAnalysisFindsTooManyInside(t *testing.T) {
+	holds := []hold{
+		{Fence: 1, From: 0, To: 10},
+		{Fence: 2, From: 5, To: 15},
+		{Fence: 3, From: 10, To: 20}, // touches the first: not an overlap
+	}
+	s := analyze(holds, 2)
+	require.Zero(t, s.Violations)
+	require.Equal(t, 2, s.MaxInside)
+	holds = append(holds, hold{Fence: 3, From: 12, To: 13})
+	s = analyze(holds, 2)
+	require.Equal(t, 1, s.Violations, "three inside from 12 to 13")
+	require.Equal(t, 1, s.RepeatedFences)
+	require.False(t, s.ok())
+}

@@ -1,0 +1,104 @@
+-- semaphore_acquire: take one of a semaphore's slots if one is free and
+-- no earlier waiter is owed it; a waiter that finds none free takes (or
+-- keeps) its place in the queue. Holders are members of a sorted set
+-- scored by the time their lease ends, so a crashed holder's slot comes
+-- back by itself: every script drops the members whose time has passed.
+-- KEYS[1]  the holders: tokens scored by lease end (ms, server clock)
+-- KEYS[2]  the limit the holders use (a string)
+-- KEYS[3]  the queue: waiters' tokens by arrival time (µs)
+-- KEYS[4]  the queue's expiries: when each waiter's place lapses (ms)
+-- KEYS[5]  with ARGV[4] = '1': the fence counter
+-- (all in one hash slot)
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  the limit
+-- ARGV[4]  '1': take a fence (as acquire.lua); '0': no fence
+-- ARGV[5]  the caller waits: keep its place in the queue for this many ms;
+--          '0': it does not wait, and does not queue
+-- Returns  fence >= 1   acquired, with ARGV[4] = '1' (also when the
+--                       caller already held a slot: a retried command)
+--          0            acquired, without a fence
+--          -2 - ms      no slot for the caller; the first holder's lease
+--                       ends in ms (a slot may come back then)
+--          an error     'SEMLIMIT n' when the holders use the limit n;
+--                       WRONGTYPE when the key holds something else
+local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local wait = tonumber(ARGV[5])
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'zset' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
+end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- Nobody waiting (the common case): no queue to prune or to keep order in.
+local waiting = redis.call('ZCARD', KEYS[3])
+if waiting > 0 then
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+    waiting = waiting - redis.call('ZREM', KEYS[3], gone)
+    redis.call('ZREM', KEYS[4], gone)
+  end
+end
+local held = redis.call('ZCARD', KEYS[1])
+if held > 0 then
+  local current = redis.call('GET', KEYS[2])
+  if current and current ~= ARGV[3] then
+    return redis.error_reply('SEMLIMIT ' .. current)
+  end
+end
+local ours = redis.call('ZSCORE', KEYS[1], token) ~= false
+if not ours and held < limit then
+  -- Arrival order: the waiters ahead of us are owed the free slots first.
+  local ahead = waiting > 0 and redis.call('ZRANK', KEYS[3], token) or waiting
+  ours = ahead < limit - held
+end
+if ours then
+  -- Every command that a user's ACL may refuse runs before the ZADD: a
+  -- refused script stops where it is, and must not leave a slot held.
+  if waiting > 0 then
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('ZREM', KEYS[4], token)
+  end
+  -- The set (and its limit) vanish with the last lease.
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local keep = ttl
+  if last[2] then
+    keep = math.max(tonumber(last[2]) - now, ttl)
+  end
+  redis.call('ZADD', KEYS[1], now + ttl, token)
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
+  redis.call('PEXPIRE', KEYS[1], keep)
+  if ARGV[4] ~= '1' then
+    return 0
+  end
+  -- The fence, as acquire.lua: the counter's next value, raised to the
+  -- server's clock in microseconds, so fences never go backwards.
+  local fence = redis.pcall('INCR', KEYS[5])
+  if type(fence) == 'table' and fence.err or fence < 1 then
+    redis.call('ZREM', KEYS[1], token) -- a failed acquire leaves nothing held
+    if type(fence) == 'table' then
+      return fence
+    end
+    return redis.error_reply('ERR the fence counter ' .. KEYS[5] .. ' gave ' .. fence .. ', not a positive number')
+  end
+  local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  if fence < micros then
+    redis.call('SET', KEYS[5], string.format('%d', micros))
+    fence = micros
+  end
+  return fence
+end
+if wait > 0 then
+  -- NX: a waiter coming back keeps its place; its expiry moves on.
+  -- Arrival in microseconds: two waiters of one millisecond keep their
+  -- order (a tie would fall back to the tokens' order).
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
+  redis.call('ZADD', KEYS[4], now + wait, token)
+  redis.call('PEXPIRE', KEYS[3], wait)
+  redis.call('PEXPIRE', KEYS[4], wait)
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] then
+  return -2 - (tonumber(first[2]) - now)
+end
+return -2

@@ -1,0 +1,421 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/lockrules"
+)
+
+// MaxSemaphoreLimit is the largest limit AcquireSemaphore accepts. A
+// semaphore's scripts count its holders on every call, so a limit far
+// beyond the holders one deployment can serve is a mistake, not a setting.
+const MaxSemaphoreLimit = 100_000
+
+// AcquireSemaphore takes one of the limit slots of the semaphore called
+// name, or fails: at most limit holders, across every process that uses
+// the name with the same limit, hold it at once.
+//
+// Each holder gets a Lock of its own, with everything a Lock from Acquire
+// has: a random token, its own lease kept alive by the watchdog, a
+// context cancelled with a *LostError cause when its slot is lost, the
+// safe deadline and Valid, and a fence with WithFencing (one counter per
+// name, taken by every holder: fences never go backwards). A holder that
+// crashes gives its slot back when its lease ends; no counter is left
+// behind.
+//
+// Waiting follows the retry strategy as Acquire does (default: no wait),
+// bounded by ctx (and MaxWaitWithoutDeadline when ctx has no deadline).
+// Waiters queue on the server and are served in arrival order: a waiter
+// that comes back finds the free slots owed to the waiters ahead of it. A
+// release wakes the waiters of this Client at once; a slot that comes
+// back when a crashed holder's lease ends is found at that time.
+//
+// A name is either a lock or a semaphore: Acquire of a semaphore's name,
+// or AcquireSemaphore of a lock's, fails with Redis' WRONGTYPE error.
+// Inspect and Break do not read semaphores.
+//
+// Errors: as Acquire's, and ErrLimitMismatch when the current holders use
+// another limit (the caller is not queued); ErrInvalidArgument for a
+// limit below 1 or above MaxSemaphoreLimit, WithFailOpen, or a Client
+// from NewQuorum, which does not support semaphores. A failed call leaves
+// no slot held and no place in the queue. On success the caller must call
+// Lock.Release.
+func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, opts ...Option) (*Lock, error) {
+	if limit < 1 || limit > MaxSemaphoreLimit {
+		return nil, invalidf("semaphore limit %d is outside 1..%d", limit, MaxSemaphoreLimit)
+	}
+	if _, single := c.store.(singleStore); !single {
+		return nil, invalidf("semaphores need a Client on one Redis deployment (New); a quorum Client does not support them")
+	}
+	var perCall options
+	applyOptions(&perCall, opts)
+	if perCall.failOpen {
+		return nil, invalidf("WithFailOpen applies to RunWithLock only: AcquireSemaphore cannot hand out a slot it does not hold")
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	sem := *o
+	sem.semLimit = limit
+	names, keyLen, err := lockKeys(o.prefix, name)
+	if err != nil {
+		return nil, err
+	}
+	if !c.calls.enter() {
+		return nil, fmt.Errorf("%w: acquire semaphore %q", ErrClosed, name)
+	}
+	defer c.calls.exit()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redislock: acquire semaphore %q: context already done: %w", name, err)
+	}
+	a := semAcquisition{c: c, ctx: ctx, parent: ctx, o: &sem, name: name, start: time.Now()}
+	a.init(names[:keyLen])
+	defer a.close()
+	return a.run()
+}
+
+// semAcquisition is one AcquireSemaphore call.
+type semAcquisition struct {
+	c      *Client
+	ctx    context.Context // the caller's, capped when it has no deadline
+	parent context.Context
+	o      *options // the call's, with semLimit
+	name   string
+	l      *Lock
+	start  time.Time
+
+	patience   patience
+	waits      bool
+	room       *semRoom // this Client's waiters on the name; nil until the first wait
+	inQueue    bool     // an attempt may have queued us
+	attempts   int
+	sent       time.Time
+	holderEnds time.Time // when the first holder's lease ends, if known
+	fence      int64
+	timer      *time.Timer
+	cancelCap  context.CancelFunc
+}
+
+func (a *semAcquisition) init(key string) {
+	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
+	r := &a.l.ref
+	r.key, r.keyArg, r.ttlArg, r.fenced, r.sem = key, key, a.o.ttl.Milliseconds(), a.o.fencing, true
+	r.queueKey, r.expiryKey = lockrules.Queue(key), lockrules.Expiry(key)
+	if a.o.fencing {
+		r.fenceKey = lockrules.Fence(key)
+	}
+	// One token for every attempt: it is our place in the queue.
+	r.token = valueOf(rand.Text(), a.o.metadata)
+	r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, a.c.publish, "0"}
+	a.patience.strategy = a.o.retry
+	a.waits = a.patience.mayWait()
+	r.waiting = a.waits
+	if _, ok := a.ctx.Deadline(); a.waits && !ok {
+		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
+	}
+}
+
+func (a *semAcquisition) run() (*Lock, error) {
+	for {
+		var woken <-chan struct{}
+		if a.room != nil {
+			woken = a.room.wakeup() // before the attempt: a release after it wakes us
+		}
+		acquired, err := a.attempt()
+		switch {
+		case err != nil:
+			return a.fail(err)
+		case acquired:
+			return a.succeed()
+		case !a.waits:
+			return a.fail(a.heldError())
+		}
+		if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
+			return a.fail(a.heldError())
+		}
+		if a.room == nil {
+			// Hear releases from now on, then look again at once: one
+			// may have passed before the subscription was confirmed.
+			a.room = a.c.semaphores.enter(a.c, a.l.ref.key)
+			a.room.ready(a.ctx, a.nextWake())
+			continue
+		}
+		if err := a.pause(woken); err != nil {
+			return a.fail(err)
+		}
+	}
+}
+
+// attempt sends one attempt and records its verdict.
+func (a *semAcquisition) attempt() (bool, error) {
+	if err := a.ctx.Err(); err != nil {
+		return false, a.stopped(err)
+	}
+	a.attempts++
+	a.sent = time.Now()
+	if a.attempts == 1 {
+		a.sent = a.start // the lease counted from before: the safe side
+	}
+	ref := &a.l.ref
+	keys := []string{ref.key, semaphoreLimitKey(ref.key), ref.queueKey, ref.expiryKey}
+	fenced, wait := "0", "0"
+	if ref.fenced {
+		keys, fenced = append(keys, ref.fenceKey), "1"
+	}
+	if a.waits {
+		wait = strconv.FormatInt(queueHold.Milliseconds(), 10)
+	}
+	store := a.c.store.(singleStore)
+	cmd, ackErr := runScript(a.ctx, store.rdb, a.o, semAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), a.o.semLimit, fenced, wait)
+	acquired, fence, holder, err := parseAcquire(cmd, a.o.fencing)
+	if err == nil && acquired && ackErr != nil {
+		a.c.janitor().add(ref, a.sent.Add(a.o.ttl), false)
+		acquired, err = false, ackErr
+	}
+	if err != nil {
+		return false, a.failed(err)
+	}
+	if acquired {
+		a.inQueue, a.fence = false, fence
+		return true, nil
+	}
+	a.inQueue = a.waits
+	a.holderEnds = time.Time{}
+	if holder > 0 {
+		a.holderEnds = time.Now().Add(holder)
+	}
+	return false, nil
+}
+
+// failed turns an attempt's error into AcquireSemaphore's; an attempt
+// without an answer may still take a slot: the janitor gives it back.
+func (a *semAcquisition) failed(err error) error {
+	var reply redis.Error
+	if errors.As(err, &reply) && redis.HasErrorPrefix(err, "SEMLIMIT") {
+		holders := strings.TrimSpace(strings.TrimPrefix(err.Error(), "SEMLIMIT"))
+		return fmt.Errorf("%w: semaphore %q: asked with limit %d, its holders use %s",
+			ErrLimitMismatch, a.name, a.o.semLimit, holders)
+	}
+	if !errors.As(err, &reply) || a.ctx.Err() != nil {
+		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
+		a.inQueue = false
+	}
+	err = fmt.Errorf("redislock: acquire semaphore %q: %w", a.name, err)
+	if a.ctx.Err() != nil {
+		return join(a.stopped(a.ctx.Err()), err)
+	}
+	return err
+}
+
+// succeed hands out the Lock, unless the reply came after the lease's
+// safe deadline (then the slot is given back).
+func (a *semAcquisition) succeed() (*Lock, error) {
+	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
+		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl), false)
+		return a.fail(fmt.Errorf("%w: semaphore %q: the lease ran out before the reply arrived (TTL %v)", ErrNotAcquired, a.name, ttl))
+	}
+	if a.c.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
+		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
+		cancel()
+		return a.fail(fmt.Errorf("%w: acquire semaphore %q", ErrClosed, a.name))
+	}
+	a.l.start(a.parent, a.fence, a.sent, nil)
+	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	return a.l, nil
+}
+
+func (a *semAcquisition) fail(err error) (*Lock, error) {
+	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
+	return nil, err
+}
+
+// close gives back our place in the queue (in the background) and leaves
+// this Client's room.
+func (a *semAcquisition) close() {
+	if a.inQueue {
+		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
+	}
+	if a.room != nil {
+		a.c.semaphores.leave(a.room)
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancelCap != nil {
+		a.cancelCap()
+	}
+}
+
+// nextWake is when to look again without a release heard: the end of the
+// strategy's wait, the queue's refresh (which keeps our place), or the
+// first holder's lease end, whichever comes first.
+func (a *semAcquisition) nextWake() time.Time {
+	wake := a.patience.end
+	if refresh := a.sent.Add(queueRefresh); refresh.Before(wake) {
+		wake = refresh
+	}
+	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
+		wake = a.holderEnds
+	}
+	return wake
+}
+
+// pause waits until nextWake, a release is heard, ctx ends or the Client
+// closes.
+func (a *semAcquisition) pause(woken <-chan struct{}) error {
+	d := time.Until(a.nextWake())
+	if d <= 0 {
+		return nil
+	}
+	if a.timer == nil {
+		a.timer = time.NewTimer(d)
+	} else {
+		a.timer.Reset(d)
+	}
+	select {
+	case <-a.timer.C:
+	case <-woken:
+	case <-a.ctx.Done():
+		return a.stopped(a.ctx.Err())
+	case <-a.c.closing:
+		return a.stopped(errClosing)
+	}
+	return nil
+}
+
+func (a *semAcquisition) heldError() error {
+	return fmt.Errorf("%w: semaphore %q has all %d slots held, after %d attempts and %d waits",
+		ErrNotAcquired, a.name, a.o.semLimit, a.attempts, a.patience.waits)
+}
+
+// stopped is the error of a wait that ended without a verdict: ctx ended,
+// the cap passed, or the Client closed.
+func (a *semAcquisition) stopped(why error) error {
+	switch {
+	case errors.Is(why, errClosing):
+		return fmt.Errorf("%w: acquire semaphore %q: gave up waiting", ErrClosed, a.name)
+	case a.attempts == 0:
+		return fmt.Errorf("redislock: acquire semaphore %q: the context ended before any attempt had an answer: %w", a.name, why)
+	case context.Cause(a.ctx) == errWaitCap:
+		return fmt.Errorf("%w: semaphore %q still full after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.name, MaxWaitWithoutDeadline)
+	}
+	return join(fmt.Errorf("%w: semaphore %q: gave up waiting after %d attempts", ErrNotAcquired, a.name, a.attempts), why)
+}
+
+// semaphoreLimitKey is the key of the limit a semaphore's holders use.
+func semaphoreLimitKey(key string) string { return key + lockrules.LimitSuffix }
+
+// semRooms are this Client's semaphore waiters, one room per name, so that
+// they share one subscription to its release announcements. The zero
+// value is ready to use.
+type semRooms struct {
+	mu    sync.Mutex
+	rooms map[string]*semRoom
+}
+
+// semRoom wakes every waiter of this Client on one semaphore when a
+// release is announced (a release frees one slot, and several of them may
+// wait for it in different places of the queue). Its goroutine runs while
+// it has waiters.
+type semRoom struct {
+	key   string
+	users int // guarded by semRooms.mu
+	inner *waitRoom
+	sub   *subscription // nil: no announcements (no notifier)
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu  sync.Mutex
+	gen chan struct{} // closed, and replaced, at each announcement
+}
+
+// enter returns the room of key, making it (and its subscription) when
+// this is its first waiter.
+func (s *semRooms) enter(c *Client, key string) *semRoom {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rooms[key]; r != nil {
+		r.users++
+		return r
+	}
+	if s.rooms == nil {
+		s.rooms = map[string]*semRoom{}
+	}
+	r := &semRoom{key: key, users: 1, gen: make(chan struct{})}
+	s.rooms[key] = r
+	if n := c.rooms().notifier; n != nil {
+		r.inner = &waitRoom{key: key, released: make(chan struct{}, 1)}
+		r.stop, r.done = make(chan struct{}), make(chan struct{})
+		r.sub = n.subscribe(r.inner, lockrules.Released(key))
+		go r.relay(n)
+	}
+	return r
+}
+
+// leave drops a waiter; the last one closes the room, its subscription
+// and its goroutine, and waits for them.
+func (s *semRooms) leave(r *semRoom) {
+	s.mu.Lock()
+	r.users--
+	last := r.users == 0
+	if last {
+		delete(s.rooms, r.key)
+	}
+	s.mu.Unlock()
+	if last && r.sub != nil {
+		close(r.stop)
+		<-r.done
+	}
+}
+
+// relay turns each announcement into a wake-up of every waiter.
+func (r *semRoom) relay(n *notifier) {
+	defer close(r.done)
+	defer n.unsubscribe(r.sub)
+	for {
+		select {
+		case <-r.inner.released:
+			r.mu.Lock()
+			close(r.gen)
+			r.gen = make(chan struct{})
+			r.mu.Unlock()
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// wakeup returns a channel closed at the next announcement.
+func (r *semRoom) wakeup() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// ready waits until the subscription is confirmed, until wake, or ctx
+// ends, whichever comes first.
+func (r *semRoom) ready(ctx context.Context, wake time.Time) {
+	if r.sub == nil {
+		return
+	}
+	t := time.NewTimer(time.Until(wake))
+	defer t.Stop()
+	select {
+	case <-r.sub.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
