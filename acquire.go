@@ -63,40 +63,45 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 }
 
 func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, error) {
-	if ctx == nil {
-		return nil, invalidf("nil context")
-	}
-	names, keyLen, err := lockKeys(o.prefix, name)
+	names, keyLen, err := c.begin(ctx, "acquire", o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
-	if !c.calls.enter() {
-		return nil, fmt.Errorf("%w: acquire %q", ErrClosed, name)
-	}
 	defer c.calls.exit()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redislock: acquire %q: context already done: %w", name, err)
-	}
 	c.checkServer(ctx, o)
-	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, start: time.Now()}
+	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, what: "acquire", start: time.Now()}}
 	a.init(names, keyLen)
 	defer a.close()
 	return a.run()
 }
 
-// acquisition is one Acquire call, from its first attempt to its verdict.
-type acquisition struct {
+// call is what an Acquire and an AcquireSemaphore call keep alike, from
+// the first attempt to the verdict, and the steps they take alike.
+type call struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
 	parent context.Context // the caller's: the lock's context gets its values
 	o      *options
 	name   string
-	l      *Lock // built up front: its commands are prepared once for every attempt
+	what   string // "acquire" or "acquire semaphore", for errors
+	l      *Lock  // built up front: its commands are prepared once for every attempt
 	start  time.Time
 
-	waits    bool // the strategy allows at least one wait
-	queued   bool // waits in the server's queue, under one token for all attempts
-	patience patience
+	waits      bool // the strategy allows at least one wait
+	patience   patience
+	inQueue    bool // we may have a place in the server's queue
+	attempts   int
+	sent       time.Time // when the last attempt was sent
+	holderEnds time.Time // when the holder's lease ends, if known
+	fence      int64
+	timer      *time.Timer
+	cancelCap  context.CancelFunc
+}
+
+// acquisition is one Acquire call, from its first attempt to its verdict.
+type acquisition struct {
+	call
+	queued bool // waits in the server's queue, under one token for all attempts
 	// room: this Client's waiters for the lock, whose turn we hold;
 	// keepRoom: handed to the lock, which passes the turn on when its
 	// hold ends; early: the first attempt, made for us by the releaser
@@ -105,16 +110,38 @@ type acquisition struct {
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
-	inQueue  bool // we may have a place in the server's queue
 
-	attempts   int
-	sent       time.Time // when the last attempt was sent
-	held       bool      // an attempt found the lock held by someone else
-	holderEnds time.Time // when the holder's lease ends, if known
-	refusal    error     // a store's explanation of the last refusal
-	fence      int64
-	timer      *time.Timer
-	cancelCap  context.CancelFunc
+	held    bool  // an attempt found the lock held by someone else
+	refusal error // a store's explanation of the last refusal
+}
+
+// begin checks what every acquiring call checks before its first
+// attempt, and registers the call with Close (the caller exits it when
+// err is nil).
+func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
+	if ctx == nil {
+		return "", 0, invalidf("nil context")
+	}
+	names, keyLen, err = lockKeys(prefix, name)
+	if err != nil {
+		return "", 0, err
+	}
+	if !c.calls.enter() {
+		return "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
+	}
+	if err := ctx.Err(); err != nil {
+		c.calls.exit()
+		return "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
+	}
+	return names, keyLen, nil
+}
+
+// capWait bounds the waiting of a ctx without deadline by
+// MaxWaitWithoutDeadline, unless the call does not wait or is a campaign.
+func (a *call) capWait(campaign bool) {
+	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
+		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
+	}
 }
 
 // init builds the Lock and decides how to wait.
@@ -137,10 +164,7 @@ func (a *acquisition) init(names string, keyLen int) {
 		// Client's tag (see waiterToken).
 		a.l.ref.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
 	}
-	// A campaign (Elect) waits until its ctx ends, however long.
-	if _, ok := a.ctx.Deadline(); a.waits && !ok && !a.o.campaign {
-		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
-	}
+	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
 
 func (a *acquisition) run() (*Lock, error) {
@@ -256,7 +280,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	return false, nil
 }
 
-// failed turns an attempt's error into Acquire's. An attempt without an
+// failed turns an attempt's error into the call's. An attempt without an
 // answer from Redis (a timeout, a dead connection, ctx ending while it
 // was on its way) may still reach Redis and take the key under our token:
 // the janitor gives it back. (A quorum gives back its late answers itself.)
@@ -265,7 +289,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 // queued behind other callers' commands, see batcher) has nothing to give
 // back: only our place in the queue from an earlier attempt, if any, which
 // close gives back.
-func (a *acquisition) failed(err error) error {
+func (a *call) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
 	if !errors.As(err, &unsent) {
@@ -277,28 +301,42 @@ func (a *acquisition) failed(err error) error {
 		// just failed.
 		a.inQueue = false
 	}
-	err = fmt.Errorf("redislock: acquire %q: %w", a.name, err)
+	return fmt.Errorf("redislock: %s %q: %w", a.what, a.name, err)
+}
+
+// failed is call.failed, and when ctx has ended, why the wait stopped.
+func (a *acquisition) failed(err error) error {
+	err = a.call.failed(err)
 	if a.ctx.Err() != nil {
 		return join(a.stopped(a.ctx.Err()), err)
 	}
 	return err
 }
 
-// succeed hands out the Lock, unless the reply came after the lease's
-// safe deadline: then the key is given back and the caller told.
-func (a *acquisition) succeed() (*Lock, error) {
+// handOut checks a granted attempt before its Lock is handed out: a reply
+// after the lease's safe deadline, or a Client that began closing while
+// the attempt was on its way (and did not wait for it), gives the lock
+// back and returns the error for the caller.
+func (a *call) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
 		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl), false)
-		return a.fail(fmt.Errorf("%w: %q: the lease ran out before the reply arrived (%v after sending, TTL %v)",
-			ErrNotAcquired, a.name, time.Since(a.sent).Round(time.Microsecond), ttl))
+		return fmt.Errorf("%w: %s %q: the lease ran out before the reply arrived (%v after sending, TTL %v)",
+			ErrNotAcquired, a.what, a.name, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
 	if a.c.closed.Load() {
-		// Close began while we were on our way and did not wait for us
-		// (its ctx ended): give the lock back.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
 		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
 		cancel()
-		return a.fail(fmt.Errorf("%w: acquire %q", ErrClosed, a.name))
+		return fmt.Errorf("%w: %s %q", ErrClosed, a.what, a.name)
+	}
+	return nil
+}
+
+// succeed hands out the Lock, unless the reply came after the lease's
+// safe deadline: then the key is given back and the caller told.
+func (a *acquisition) succeed() (*Lock, error) {
+	if err := a.handOut(); err != nil {
+		return a.fail(err)
 	}
 	a.keepRoom = true
 	a.l.start(a.parent, a.fence, a.sent, a.room)
@@ -310,7 +348,7 @@ func (a *acquisition) succeed() (*Lock, error) {
 	return a.l, nil
 }
 
-func (a *acquisition) fail(err error) (*Lock, error) {
+func (a *call) fail(err error) (*Lock, error) {
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
 	return nil, err
 }
@@ -319,11 +357,17 @@ func (a *acquisition) fail(err error) (*Lock, error) {
 // server's queue (given back in the background, so that the caller
 // returns at once), the turn among this Client's waiters, the timers.
 func (a *acquisition) close() {
-	if a.inQueue {
-		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
-	}
 	if a.room != nil && !a.keepRoom {
 		a.c.rooms().leave(a.room)
+	}
+	a.call.close()
+}
+
+// close gives back our place in the queue, in the background, and stops
+// the call's timers.
+func (a *call) close() {
+	if a.inQueue {
+		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
 	}
 	if a.timer != nil {
 		a.timer.Stop()
@@ -387,6 +431,16 @@ func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 // pause waits until wake (rang), a release is announced, ctx ends or the
 // Client closes.
 func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
+	rang, why := a.waitUntil(wake, a.room.released)
+	if why != nil {
+		return false, a.stopped(why)
+	}
+	return rang, nil
+}
+
+// waitUntil waits until wake (rang), a release is heard on woken, ctx
+// ends or the Client closes (why: ctx's error, or errClosing).
+func (a *call) waitUntil(wake time.Time, woken <-chan struct{}) (rang bool, why error) {
 	d := time.Until(wake)
 	if d <= 0 {
 		return true, nil
@@ -399,12 +453,12 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	select {
 	case <-a.timer.C:
 		return true, nil
-	case <-a.room.released:
+	case <-woken:
 		return false, nil
 	case <-a.ctx.Done():
-		return false, a.stopped(a.ctx.Err())
+		return false, a.ctx.Err()
 	case <-a.c.closing:
-		return false, a.stopped(errClosing)
+		return false, errClosing
 	}
 }
 

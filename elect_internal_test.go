@@ -24,7 +24,7 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	require.NoError(t, err)
 	names, keyLen, err := lockKeys(o.prefix, "leader")
 	require.NoError(t, err)
-	a := acquisition{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", start: time.Now()}
+	a := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", what: "acquire", start: time.Now()}}
 	a.init(names, keyLen)
 	defer a.close()
 	_, hasDeadline := a.ctx.Deadline()
@@ -35,7 +35,7 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	}
 
 	// An Acquire with the same defaults keeps its cap.
-	plain := acquisition{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", start: time.Now()}
+	plain := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", what: "acquire", start: time.Now()}}
 	plain.init(names, keyLen)
 	defer plain.close()
 	_, hasDeadline = plain.ctx.Deadline()

@@ -64,23 +64,14 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 	if err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		return nil, invalidf("nil context")
-	}
-	sem := *o
-	sem.semLimit = limit
-	names, keyLen, err := lockKeys(o.prefix, name)
+	names, keyLen, err := c.begin(ctx, "acquire semaphore", o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
-	if !c.calls.enter() {
-		return nil, fmt.Errorf("%w: acquire semaphore %q", ErrClosed, name)
-	}
 	defer c.calls.exit()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redislock: acquire semaphore %q: context already done: %w", name, err)
-	}
-	a := semAcquisition{c: c, ctx: ctx, parent: ctx, o: &sem, name: name, start: time.Now()}
+	sem := *o
+	sem.semLimit = limit
+	a := semAcquisition{call: call{c: c, ctx: ctx, parent: ctx, o: &sem, name: name, what: "acquire semaphore", start: time.Now()}}
 	a.init(names[:keyLen])
 	defer a.close()
 	return a.run()
@@ -88,24 +79,8 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 
 // semAcquisition is one AcquireSemaphore call.
 type semAcquisition struct {
-	c      *Client
-	ctx    context.Context // the caller's, capped when it has no deadline
-	parent context.Context
-	o      *options // the call's, with semLimit
-	name   string
-	l      *Lock
-	start  time.Time
-
-	patience   patience
-	waits      bool
-	room       *semRoom // this Client's waiters on the name; nil until the first wait
-	inQueue    bool     // an attempt may have queued us
-	attempts   int
-	sent       time.Time
-	holderEnds time.Time // when the first holder's lease ends, if known
-	fence      int64
-	timer      *time.Timer
-	cancelCap  context.CancelFunc
+	call
+	room *semRoom // this Client's waiters on the name; nil until the first wait
 }
 
 func (a *semAcquisition) init(key string) {
@@ -122,9 +97,7 @@ func (a *semAcquisition) init(key string) {
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
 	r.waiting = a.waits
-	if _, ok := a.ctx.Deadline(); a.waits && !ok {
-		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
-	}
+	a.capWait(false)
 }
 
 func (a *semAcquisition) run() (*Lock, error) {
@@ -199,8 +172,8 @@ func (a *semAcquisition) attempt() (bool, error) {
 	return false, nil
 }
 
-// failed turns an attempt's error into AcquireSemaphore's; an attempt
-// without an answer may still take a slot: the janitor gives it back.
+// failed turns an attempt's error into AcquireSemaphore's: a limit that
+// disagrees with the holders' is said so; otherwise as call.failed.
 func (a *semAcquisition) failed(err error) error {
 	var reply redis.Error
 	if errors.As(err, &reply) && redis.HasErrorPrefix(err, "SEMLIMIT") {
@@ -208,11 +181,7 @@ func (a *semAcquisition) failed(err error) error {
 		return fmt.Errorf("%w: semaphore %q: asked with limit %d, its holders use %s",
 			ErrLimitMismatch, a.name, a.o.semLimit, holders)
 	}
-	if !errors.As(err, &reply) || a.ctx.Err() != nil {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
-		a.inQueue = false
-	}
-	err = fmt.Errorf("redislock: acquire semaphore %q: %w", a.name, err)
+	err = a.call.failed(err)
 	if a.ctx.Err() != nil {
 		return join(a.stopped(a.ctx.Err()), err)
 	}
@@ -222,41 +191,21 @@ func (a *semAcquisition) failed(err error) error {
 // succeed hands out the Lock, unless the reply came after the lease's
 // safe deadline (then the slot is given back).
 func (a *semAcquisition) succeed() (*Lock, error) {
-	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl), false)
-		return a.fail(fmt.Errorf("%w: semaphore %q: the lease ran out before the reply arrived (TTL %v)", ErrNotAcquired, a.name, ttl))
-	}
-	if a.c.closed.Load() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
-		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
-		cancel()
-		return a.fail(fmt.Errorf("%w: acquire semaphore %q", ErrClosed, a.name))
+	if err := a.handOut(); err != nil {
+		return a.fail(err)
 	}
 	a.l.start(a.parent, a.fence, a.sent, nil)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	return a.l, nil
 }
 
-func (a *semAcquisition) fail(err error) (*Lock, error) {
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
-	return nil, err
-}
-
-// close gives back our place in the queue (in the background) and leaves
-// this Client's room.
+// close leaves this Client's room, and undoes what the call leaves (see
+// call.close).
 func (a *semAcquisition) close() {
-	if a.inQueue {
-		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
-	}
 	if a.room != nil {
 		a.c.semaphores.leave(a.room)
 	}
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	if a.cancelCap != nil {
-		a.cancelCap()
-	}
+	a.call.close()
 }
 
 // nextWake is when to look again without a release heard: the end of the
@@ -276,22 +225,8 @@ func (a *semAcquisition) nextWake() time.Time {
 // pause waits until nextWake, a release is heard, ctx ends or the Client
 // closes.
 func (a *semAcquisition) pause(woken <-chan struct{}) error {
-	d := time.Until(a.nextWake())
-	if d <= 0 {
-		return nil
-	}
-	if a.timer == nil {
-		a.timer = time.NewTimer(d)
-	} else {
-		a.timer.Reset(d)
-	}
-	select {
-	case <-a.timer.C:
-	case <-woken:
-	case <-a.ctx.Done():
-		return a.stopped(a.ctx.Err())
-	case <-a.c.closing:
-		return a.stopped(errClosing)
+	if _, why := a.waitUntil(a.nextWake(), woken); why != nil {
+		return a.stopped(why)
 	}
 	return nil
 }
