@@ -32,7 +32,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/faultproxy"
+	"github.com/redislock/redislock/internal/monoclock"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -283,16 +283,8 @@ func TestFaultProcessPauseHolderIsFencedOut(t *testing.T) {
 		takenAfter.Round(time.Millisecond), ttl, resumedToLoss.Round(10*time.Microsecond), final.Reason)
 }
 
-// monoNow reads CLOCK_MONOTONIC, which, unlike the monotonic reading in a
-// time.Time, is shared by every process on the machine.
-func monoNow() int64 {
-	var ts syscall.Timespec
-	const clockMonotonic = 1
-	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
-		panic(errno)
-	}
-	return ts.Nano()
-}
+// monoNow reads the clock every process on the machine shares.
+func monoNow() int64 { return monoclock.Now() }
 
 func cutPrefix(s, prefix string) (string, bool) {
 	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/redislock/redislock/internal/monoclock"
 )
 
 // hold is one critical section, as a child recorded it. Times are
@@ -106,7 +108,7 @@ type Summary struct {
 
 // analyze checks a run's records against the resource's final state.
 func analyze(holds []hold, pauses []pause, resource map[string]resourceState, notAcquired, acquireErrs int) Summary {
-	s := Summary{Clock: clockName, Pauses: len(pauses), Acquisitions: len(holds),
+	s := Summary{Clock: monoclock.Name, Pauses: len(pauses), Acquisitions: len(holds),
 		NotAcquired: notAcquired, AcquireErrs: acquireErrs, Lost: map[string]int{}}
 
 	byName := map[string][]hold{}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/monoclock"
 )
 
 // childEnv carries a child's configuration, as JSON, from the parent. The
@@ -30,7 +31,7 @@ type childConfig struct {
 	Resource   string        `json:"resource"`
 	Goroutines int           `json:"goroutines"`
 	Names      []string      `json:"names"`
-	End        int64         `json:"end"` // monoNow() after which no acquisition starts
+	End        int64         `json:"end"` // monoclock.Now() after which no acquisition starts
 	TTL        time.Duration `json:"ttl"`
 	Work       time.Duration `json:"work"`
 }
@@ -95,7 +96,7 @@ func childMain(raw string, out io.Writer) error {
 	for g := range cfg.Goroutines {
 		rng := rand.New(rand.NewPCG(uint64(cfg.Proc), uint64(g)))
 		wg.Go(func() {
-			for monoNow() < cfg.End {
+			for monoclock.Now() < cfg.End {
 				name := cfg.Names[rng.IntN(len(cfg.Names))]
 				criticalSection(cfg, locker, resourceRDB, name, emit)
 			}
@@ -115,7 +116,7 @@ func criticalSection(cfg childConfig, locker *redislock.Client, resource *redis.
 		emit(event{Kind: "miss", Err: err.Error(), NotAcquired: errors.Is(err, redislock.ErrNotAcquired)})
 		return
 	}
-	h := &hold{Proc: cfg.Proc, Name: name, Fence: lock.Fence(), Acquired: monoNow()}
+	h := &hold{Proc: cfg.Proc, Name: name, Fence: lock.Fence(), Acquired: monoclock.Now()}
 	emit(event{Kind: "start"})
 
 	// Stamp the loss signal as it fires (the lock's context ends with
@@ -125,7 +126,7 @@ func criticalSection(cfg childConfig, locker *redislock.Client, resource *redis.
 	var lostReason string
 	stopWatching := context.AfterFunc(lock.Context(), func() {
 		defer close(signalled)
-		at := monoNow()
+		at := monoclock.Now()
 		var lost *redislock.LostError
 		if errors.As(context.Cause(lock.Context()), &lost) {
 			lostAt, lostReason = at, lost.Reason.String()
@@ -143,10 +144,10 @@ func criticalSection(cfg childConfig, locker *redislock.Client, resource *redis.
 			// ...but not again before the write: a pause here is the
 			// case fencing is for. The write is not bound to ctx, so a
 			// holder that lost the lock still sends it.
-			h.WriteSent = monoNow()
+			h.WriteSent = monoclock.Now()
 			accepted, err := writeScript.Run(context.Background(), resource,
 				[]string{resourceKey(name), resourceLogKey(name)}, lock.Fence(), strconv.FormatInt(value+1, 10)).Int64()
-			h.WriteDone = monoNow()
+			h.WriteDone = monoclock.Now()
 			if err != nil {
 				h.WriteErr = "write: " + err.Error()
 			}
@@ -154,7 +155,7 @@ func criticalSection(cfg childConfig, locker *redislock.Client, resource *redis.
 		}
 	}
 
-	h.Released = monoNow()
+	h.Released = monoclock.Now()
 	switch err := lock.Release(context.Background()); {
 	case errors.Is(err, redislock.ErrNotHeld):
 		h.ReleaseNotHeld = true

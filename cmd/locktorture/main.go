@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock/redislock/internal/monoclock"
 )
 
 // config is the parent's flags.
@@ -221,7 +222,7 @@ func run(cfg config, exe string) (Summary, error) {
 	for i := range names {
 		names[i] = runID + ":" + strconv.Itoa(i)
 	}
-	end := monoNow() + int64(cfg.Duration)
+	end := monoclock.Now() + int64(cfg.Duration)
 
 	col := &collector{}
 	var readers sync.WaitGroup
@@ -313,19 +314,19 @@ func injectPauses(cfg config, col *collector, end int64) []pause {
 	ticker := time.NewTicker(cfg.Pause)
 	defer ticker.Stop()
 	for range ticker.C {
-		if monoNow()+int64(cfg.PauseFor) >= end {
+		if monoclock.Now()+int64(cfg.PauseFor) >= end {
 			return pauses
 		}
 		ch := col.holder(rng)
 		if ch == nil {
 			continue
 		}
-		p := pause{Proc: ch.proc, Stopped: monoNow()}
+		p := pause{Proc: ch.proc, Stopped: monoclock.Now()}
 		if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			continue // it exited
 		}
 		time.Sleep(cfg.PauseFor) // the fault itself: the process is frozen this long
-		p.Resumed = monoNow()
+		p.Resumed = monoclock.Now()
 		_ = ch.cmd.Process.Signal(syscall.SIGCONT)
 		pauses = append(pauses, p)
 		ticker.Reset(cfg.Pause) // a full period of normal running before the next pause

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/monoclock"
 )
 
 // childEnv carries a child's configuration from the parent, which
@@ -46,7 +47,7 @@ func child(cfg config) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for monoNow() < cfg.End {
+			for monoclock.Now() < cfg.End {
 				h, ok := holdOnce(c, cfg)
 				if !ok {
 					continue
@@ -69,10 +70,10 @@ func holdOnce(c *redislock.Client, cfg config) (hold, bool) {
 	if err != nil {
 		return hold{}, false
 	}
-	h := hold{Proc: os.Getpid(), Fence: l.Fence(), From: monoNow()}
+	h := hold{Proc: os.Getpid(), Fence: l.Fence(), From: monoclock.Now()}
 	for range cfg.Writes {
 		time.Sleep(cfg.Work) // the work; a SIGSTOP may land anywhere here
-		before := monoNow()
+		before := monoclock.Now()
 		if !l.Valid() {
 			h.Stale++ // the slot may be someone else's: the write is refused
 			break

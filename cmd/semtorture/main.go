@@ -37,6 +37,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redislock/redislock/internal/monoclock"
 )
 
 // config is the parent's flags; children get it as JSON in childEnv.
@@ -52,7 +54,7 @@ type config struct {
 	Pause      time.Duration `json:"pause"`
 	PauseFor   time.Duration `json:"pause_for"`
 	Name       string        `json:"name"`
-	End        int64         `json:"end"` // children: monoNow() after which no acquisition starts
+	End        int64         `json:"end"` // children: monoclock.Now() after which no acquisition starts
 }
 
 func main() {
@@ -120,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // run starts the children, pauses them as asked, and analyses their holds.
 func run(cfg config, exe string) (summary, error) {
-	cfg.End = monoNow() + cfg.Duration.Nanoseconds()
+	cfg.End = monoclock.Now() + cfg.Duration.Nanoseconds()
 	env, err := json.Marshal(cfg)
 	if err != nil {
 		return summary{}, err
@@ -177,7 +179,7 @@ func run(cfg config, exe string) (summary, error) {
 // until the run's end.
 func pauseChildren(cfg config, children []*exec.Cmd) int {
 	pauses := 0
-	for monoNow()+(cfg.Pause+cfg.PauseFor).Nanoseconds() < cfg.End {
+	for monoclock.Now()+(cfg.Pause+cfg.PauseFor).Nanoseconds() < cfg.End {
 		time.Sleep(cfg.Pause) // normal running between faults
 		child := children[rand.IntN(len(children))]
 		if child.Process.Signal(syscall.SIGSTOP) != nil {
@@ -257,7 +259,7 @@ func (s summary) print(w io.Writer, cfg config) {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(w, "semtorture: %d procs x %d goroutines, limit %d, %v, TTL %v, %d pauses of %v (%s)\n",
-		cfg.Procs, cfg.Goroutines, cfg.Limit, cfg.Duration, cfg.TTL, s.Pauses, cfg.PauseFor, clockName)
+		cfg.Procs, cfg.Goroutines, cfg.Limit, cfg.Duration, cfg.TTL, s.Pauses, cfg.PauseFor, monoclock.Name)
 	fmt.Fprintf(w, "holds %d, writes %d, most inside at once %d, violations %d, repeated fences %d, stale writes rejected %d, slots lost %d: %s\n",
 		s.Holds, s.Writes, s.MaxInside, s.Violations, s.RepeatedFences, s.Stale, s.Lost, verdict)
 }
