@@ -272,6 +272,7 @@ func TestElectAcrossProcesses(t *testing.T) {
 			next := log.nextEvent(t, "lead")
 			require.NotEqual(t, leader.Who, next.Who)
 			handovers[how] = append(handovers[how], time.Duration(next.Mono-stopping.Mono))
+			t.Logf("%s trial %d: handover %v, process %d to %d", how, len(handovers[how]), time.Duration(next.Mono-stopping.Mono), leader.Who, next.Who)
 			if how == "close" {
 				_, err := io.WriteString(procs[leader.Who].stdin, "rejoin\n")
 				require.NoError(t, err)
