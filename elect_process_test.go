@@ -262,9 +262,16 @@ func TestElectAcrossProcesses(t *testing.T) {
 	// A clean shutdown: the leader's Elect ctx is cancelled ("stop") or
 	// its Client closed ("close"); it releases, and the first in the queue
 	// leads.
+	// A standby is one that campaigns: each trial begins once both
+	// others wait in the lock's queue. (A pod closed in the trial before
+	// rejoins with a new Client, which dials first: a shutdown in that
+	// moment finds nobody waiting, and the next leader is whoever comes
+	// first, which measures a cold start, not a handover.)
+	admin := newRedisClient(t, server.Addr())
 	handovers := map[string][]time.Duration{}
 	for _, how := range []string{"stop", "close"} {
 		for range trials {
+			eventually(t, 10*time.Second, func() bool { return queueLen(t, admin, "leader") == 2 }, "the two standbys are not both waiting")
 			_, err := io.WriteString(procs[leader.Who].stdin, how+"\n")
 			require.NoError(t, err)
 			stopping := log.nextEvent(t, "stopping")
