@@ -50,6 +50,7 @@ type Client struct {
 	cleaner   *janitor
 
 	semaphores semRooms // AcquireSemaphore's waiters
+	shared     semRooms // AcquireShared's waiters
 }
 
 // newClient is the one constructor behind New and NewQuorum: everything a

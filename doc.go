@@ -36,6 +36,10 @@
 // whatever its token, as its release would, and the holder learns at its
 // next extension.
 //
+// Shared locks: [Client.AcquireShared] takes a reader's hold: any number
+// at once, none while an exclusive holder holds the name, and a queued
+// exclusive waiter goes before later readers.
+//
 // Semaphores: [Client.AcquireSemaphore] lets at most a limit of holders in
 // at once, each with a Lock of its own (token, lease, watchdog, context,
 // fence); a crashed holder's slot comes back when its lease ends, waiters

@@ -351,3 +351,32 @@ func ExampleClient_AcquireSemaphore() {
 	// third after a release: true
 	// second still ours: true
 }
+
+func ExampleClient_AcquireShared() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	// Any number of readers of the price list at once...
+	first, _ := locker.AcquireShared(ctx, "price-list")
+	second, _ := locker.AcquireShared(ctx, "price-list")
+	info, _ := locker.Inspect(ctx, "price-list")
+	fmt.Println("shared holders:", info.Shared)
+	// ...and no writer while they read.
+	_, err := locker.Acquire(ctx, "price-list")
+	fmt.Println("writer while they read:", errors.Is(err, redislock.ErrNotAcquired))
+
+	_ = first.Release(ctx)
+	_ = second.Release(ctx)
+	writer, err := locker.Acquire(ctx, "price-list")
+	fmt.Println("writer once they left:", err == nil)
+	_, err = locker.AcquireShared(ctx, "price-list")
+	fmt.Println("reader while it writes:", errors.Is(err, redislock.ErrNotAcquired))
+	_ = writer.Release(ctx)
+	// Output:
+	// shared holders: 2
+	// writer while they read: true
+	// writer once they left: true
+	// reader while it writes: true
+}

@@ -1,9 +1,24 @@
 package redislock
 
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/lockrules"
+)
+
 // DisableRestartWatch turns the restart watch off for Clients set up from
 // now on, until the returned function turns it back on: the fence trials
 // measure the two-holder windows with and without it.
 func DisableRestartWatch() (restore func()) {
 	restartWatchOff.Store(true)
 	return func() { restartWatchOff.Store(false) }
+}
+
+// GiveBackShared runs the shared release script for token as a shared
+// waiter that gives up does (see janitor): what its Client would send.
+func GiveBackShared(ctx context.Context, rdb redis.UniversalClient, key, token string) error {
+	keys := []string{key, lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key)}
+	return sharedReleaseScript.Run(ctx, rdb, keys, token, "PUBLISH 1000", "1").Err()
 }

@@ -827,10 +827,12 @@ func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
 		// its score in the holders' set, the server's TIME plus the TTL,
 		// compared only with the server's TIME, the same wall clock Redis
 		// expires keys by (PX): a step of the server's clock moves a
-		// semaphore's leases exactly as it moves a lock's TTL.
+		// semaphore's leases exactly as it moves a lock's TTL. Shared
+		// holds keep their leases the same way (their set's scores).
 		if strings.Contains(code, "'TIME'") {
 			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua",
-				"semaphore_acquire.lua", "semaphore_extend.lua", "semaphore_release.lua", "semaphore_pttl.lua"}, filepath.Base(file), "%s reads the server's clock", file)
+				"semaphore_acquire.lua", "semaphore_extend.lua", "semaphore_release.lua", "semaphore_pttl.lua",
+				"shared_acquire.lua", "shared_extend.lua", "shared_release.lua", "shared_pttl.lua"}, filepath.Base(file), "%s reads the server's clock", file)
 			require.True(t, strings.Contains(code, "'ZADD'") || strings.Contains(code, "'ZSCORE'") || strings.Contains(code, "'ZCOUNT'"),
 				"%s reads the clock for something other than the queue", file)
 		}

@@ -54,8 +54,8 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 			"extend":  ":1\r\n",
 			"release": ":1\r\n",
 			"pttl":    ":30000\r\n",
-			"inspect": "*6\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n",
-			"break":   "*7\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n",
+			"inspect": "*7\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n",
+			"break":   "*8\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n",
 		},
 		argv:  map[string][]string{},
 		conns: map[net.Conn]struct{}{},
@@ -374,10 +374,10 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		info, err := c.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.False(t, info.Held)
-		f.answer("inspect", "*6\r\n:1\r\n:1500\r\n$6\r\nhost=a\r\n$2\r\n42\r\n:3\r\n$4\r\nabcd\r\n")
+		f.answer("inspect", "*7\r\n:1\r\n:1500\r\n$6\r\nhost=a\r\n$2\r\n42\r\n:3\r\n$4\r\nabcd\r\n:2\r\n")
 		info, err = c.Inspect(ctx, "job")
 		require.NoError(t, err)
-		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond, Metadata: "host=a", Fence: 42, Waiters: 3}, info)
+		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond, Metadata: "host=a", Fence: 42, Waiters: 3, Shared: 2}, info)
 		_, err = c.Break(ctx, "job")
 		require.NoError(t, err)
 	})
@@ -385,14 +385,18 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 	word := func(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
 	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
 	cases = append(cases,
-		garbage{"held as 2", "*6\r\n:2\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("") + ""},
-		garbage{"held as a word", "*6\r\n" + word("1") + ":1500\r\n" + word("") + word("") + ":0\r\n" + word("")},
-		garbage{"a free lock with a TTL", "*6\r\n:0\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("")},
-		garbage{"a free lock with metadata", "*6\r\n:0\r\n:-2\r\n" + word("host=a") + word("") + ":0\r\n" + word("")},
-		garbage{"a held lock with PTTL -2", "*6\r\n:1\r\n:-2\r\n" + word("") + word("") + ":0\r\n" + word("ab")},
-		garbage{"negative waiters", "*6\r\n:1\r\n:1500\r\n" + word("") + word("") + ":-1\r\n" + word("ab")},
-		garbage{"a fence as a number", "*6\r\n:1\r\n:1500\r\n" + word("") + ":7\r\n:0\r\n" + word("ab")},
-		garbage{"an array of eight", "*8\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n:0\r\n"},
+		garbage{"held as 2", "*7\r\n:2\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("") + ":0\r\n"},
+		garbage{"held as a word", "*7\r\n" + word("1") + ":1500\r\n" + word("") + word("") + ":0\r\n" + word("") + ":0\r\n"},
+		garbage{"a free lock with a TTL", "*7\r\n:0\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("") + ":0\r\n"},
+		garbage{"a free lock with metadata", "*7\r\n:0\r\n:-2\r\n" + word("host=a") + word("") + ":0\r\n" + word("") + ":0\r\n"},
+		garbage{"a free lock with shared holders", "*7\r\n:0\r\n:-2\r\n" + word("") + word("") + ":0\r\n" + word("") + ":3\r\n"},
+		garbage{"a held lock with PTTL -2", "*7\r\n:1\r\n:-2\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n"},
+		garbage{"negative waiters", "*7\r\n:1\r\n:1500\r\n" + word("") + word("") + ":-1\r\n" + word("ab") + ":0\r\n"},
+		garbage{"negative shared holders", "*7\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":-1\r\n"},
+		garbage{"shared holders as a word", "*7\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + word("2")},
+		garbage{"a fence as a number", "*7\r\n:1\r\n:1500\r\n" + word("") + ":7\r\n:0\r\n" + word("ab") + ":0\r\n"},
+		garbage{"an array of six (before shared holds)", "*6\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab")},
+		garbage{"an array of nine", "*9\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n:0\r\n:0\r\n"},
 	)
 	for _, g := range cases {
 		t.Run(g.name, func(t *testing.T) {
@@ -408,7 +412,7 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		})
 	}
 	t.Run("a break reply whose hand-over flag is not 0 or 1", func(t *testing.T) {
-		f.answer("break", "*7\r\n:1\r\n:1500\r\n"+word("")+word("")+":0\r\n"+word("ab")+":5\r\n")
+		f.answer("break", "*8\r\n:1\r\n:1500\r\n"+word("")+word("")+":0\r\n"+word("ab")+":0\r\n:5\r\n")
 		_, err := c.Break(ctx, "job")
 		require.ErrorContains(t, err, "unexpected reply")
 	})

@@ -39,6 +39,11 @@ type Info struct {
 	// with a retry strategy whose place has not lapsed. Always 0 on a
 	// quorum Client, whose waiters poll instead of queueing.
 	Waiters int
+	// Shared counts the shared holders (AcquireShared) whose lease is
+	// running when the lock is held shared; 0 when it is held exclusively
+	// or not held. Held is then true, TTL is the latest shared lease's
+	// and Metadata is "" (each shared holder has its own).
+	Shared int
 	// Nodes is, on a quorum Client (NewQuorum), each node's view, in the
 	// order of the clients given to NewQuorum; nil on any other Client.
 	Nodes []NodeInfo
@@ -114,7 +119,7 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 // stateKeys are the keys the inspect and break scripts read, in the order
 // of lua/state.lua.
 func stateKeys(key string) []string {
-	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key)}
+	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key)}
 }
 
 func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
@@ -134,7 +139,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		return Info{}, "", false, err
 	}
 	reply, ok := val.([]any)
-	if !ok || len(reply) < 6 || len(reply) > 7 {
+	if !ok || len(reply) < 7 || len(reply) > 8 {
 		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
 	}
 	held, ok0 := reply[0].(int64)
@@ -143,8 +148,9 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	fence, ok3 := reply[3].(string)
 	waiters, ok4 := reply[4].(int64)
 	holder, ok5 := reply[5].(string)
-	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || held != 0 && held != 1 || waiters < 0 ||
-		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "") {
+	shared, ok6 := reply[6].(int64)
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || held != 0 && held != 1 || waiters < 0 || shared < 0 ||
+		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "" || shared != 0) {
 		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
 	}
 	if fence != "" {
@@ -152,12 +158,12 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 			return Info{}, "", false, notALockError(fmt.Sprintf("the fence counter holds %q, not a number", fence))
 		}
 	}
-	info.Held, info.Metadata, info.Waiters = held == 1, metadata, int(waiters)
+	info.Held, info.Metadata, info.Waiters, info.Shared = held == 1, metadata, int(waiters), int(shared)
 	if info.Held {
 		info.TTL = leaseLeft(pttl)
 	}
-	if len(reply) == 7 {
-		n, ok := reply[6].(int64)
+	if len(reply) == 8 {
+		n, ok := reply[7].(int64)
 		if !ok || n != 0 && n != 1 {
 			return Info{}, "", false, fmt.Errorf("unexpected reply %v from the break script", val)
 		}

@@ -57,3 +57,14 @@ func waiterToken(tag string) string {
 // tag. The lock key's hash tag is in it, so on a cluster it is sharded to
 // the lock's node.
 func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }
+
+// sharedToken returns the token of a shared holder (AcquireShared): as
+// waiterToken, under the Client's shared tag, with an 's' (not base32)
+// before the random part, by which the scripts tell a shared waiter in
+// the lock's queue from an exclusive one (see lua/shared_acquire.lua).
+func sharedToken(tag string) string {
+	if tag == "" {
+		return "s" + rand.Text()
+	}
+	return tag + ".s" + rand.Text()
+}

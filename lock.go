@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
@@ -186,9 +188,12 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	var reply int64
 	var err error
-	if l.opts.semLimit > 0 {
+	switch {
+	case l.opts.semLimit > 0:
 		reply, err = semPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key}, l.ref.token).Int64()
-	} else {
+	case l.opts.shared:
+		reply, err = sharedPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key, lockrules.Shared(l.ref.key)}, l.ref.token).Int64()
+	default:
 		reply, err = l.client.store.pttl(ctx, l.ref.key, l.ref.token)
 	}
 	switch {

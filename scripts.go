@@ -56,6 +56,26 @@ var (
 	semReleaseSHA any = semReleaseScript.Hash()
 )
 
+// The shared (readers-writer) hold's scripts (see shared.go): the
+// exclusive lock's scripts are unchanged by it.
+var (
+	//go:embed lua/shared_acquire.lua
+	sharedAcquireSource string
+	//go:embed lua/shared_extend.lua
+	sharedExtendSource string
+	//go:embed lua/shared_release.lua
+	sharedReleaseSource string
+	//go:embed lua/shared_pttl.lua
+	sharedPTTLSource string
+
+	sharedAcquireScript = redis.NewScript(sharedAcquireSource)
+	sharedExtendScript  = redis.NewScript(sharedExtendSource)
+	sharedReleaseScript = redis.NewScript(sharedReleaseSource)
+	sharedPTTLScript    = redis.NewScript(sharedPTTLSource)
+
+	sharedReleaseSHA any = sharedReleaseScript.Hash()
+)
+
 // Replies of the extend and release scripts.
 const (
 	replyDone    = 1

@@ -121,7 +121,7 @@ func (a *semAcquisition) run() (*Lock, error) {
 		if a.room == nil {
 			// Hear releases from now on, then look again at once: one
 			// may have passed before the subscription was confirmed.
-			a.room = a.c.semaphores.enter(a.c, a.l.ref.key)
+			a.room = a.c.semaphores.enter(a.c, a.l.ref.key, lockrules.Released(a.l.ref.key))
 			a.room.ready(a.ctx, a.nextWake())
 			continue
 		}
@@ -253,9 +253,9 @@ func (a *semAcquisition) stopped(why error) error {
 // semaphoreLimitKey is the key of the limit a semaphore's holders use.
 func semaphoreLimitKey(key string) string { return key + lockrules.LimitSuffix }
 
-// semRooms are this Client's semaphore waiters, one room per name, so that
-// they share one subscription to its release announcements. The zero
-// value is ready to use.
+// semRooms are this Client's semaphore waiters (or its shared waiters, see
+// shared.go), one room per name, so that they share one subscription to
+// its release announcements. The zero value is ready to use.
 type semRooms struct {
 	mu    sync.Mutex
 	rooms map[string]*semRoom
@@ -277,9 +277,9 @@ type semRoom struct {
 	gen chan struct{} // closed, and replaced, at each announcement
 }
 
-// enter returns the room of key, making it (and its subscription) when
-// this is its first waiter.
-func (s *semRooms) enter(c *Client, key string) *semRoom {
+// enter returns the room of key, making it (and its subscription to
+// channel) when this is its first waiter.
+func (s *semRooms) enter(c *Client, key, channel string) *semRoom {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r := s.rooms[key]; r != nil {
@@ -292,9 +292,9 @@ func (s *semRooms) enter(c *Client, key string) *semRoom {
 	r := &semRoom{key: key, users: 1, gen: make(chan struct{})}
 	s.rooms[key] = r
 	if n := c.rooms().notifier; n != nil {
-		r.inner = &waitRoom{key: key, released: make(chan struct{}, 1)}
+		r.inner = &waitRoom{key: key, released: make(chan struct{}, 1), everyHandover: true}
 		r.stop, r.done = make(chan struct{}), make(chan struct{})
-		r.sub = n.subscribe(r.inner, lockrules.Released(key))
+		r.sub = n.subscribe(r.inner, channel)
 		go r.relay(n)
 	}
 	return r

@@ -172,7 +172,7 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 
 func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
-	if isTryAgain(err) && !ref.sem {
+	if isTryAgain(err) && !ref.sem && !ref.shared {
 		// A cluster slot in migration (see acquire): release without
 		// the queue's keys, so without handing on; waiters hear the
 		// release and try. Rare: built here, not kept in every lock.
@@ -354,10 +354,14 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 }
 
 // extendCommand is the extension script of r's lock and its keys: a
-// semaphore's slot has a script of its own (see lua/semaphore_extend.lua).
+// semaphore's slot and a shared hold have scripts of their own (see
+// lua/semaphore_extend.lua, lua/shared_extend.lua).
 func extendCommand(r *extendRequest) (*redis.Script, []string) {
 	if r.opts.semLimit > 0 {
 		return semExtendScript, []string{r.key, semaphoreLimitKey(r.key)}
+	}
+	if r.opts.shared {
+		return sharedExtendScript, []string{r.key, lockrules.Shared(r.key)}
 	}
 	return extendScript, []string{r.key}
 }

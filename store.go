@@ -60,6 +60,9 @@ type lockRef struct {
 	// sem: a semaphore's slot (see semaphore.go): releaseArgs run
 	// lua/semaphore_release.lua, with the same arguments.
 	sem bool
+	// shared: a shared hold (see shared.go): releaseArgs run
+	// lua/shared_release.lua.
+	shared bool
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.
 	waiting bool
@@ -123,6 +126,9 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 func (r *lockRef) releaseSource() string {
 	if r.sem {
 		return semReleaseSource
+	}
+	if r.shared {
+		return sharedReleaseSource
 	}
 	return releaseSource
 }

@@ -20,6 +20,10 @@ type waitRooms struct {
 	// lock to the waiter announces it on handoverChannel(key, tag), which
 	// only this Client hears. "" without a notifier.
 	tag string
+	// sharedTag is tag for this Client's shared waiters (see
+	// sharedToken): a room of theirs subscribes to a hand-over channel of
+	// its own, next to the exclusive waiters' room of the same lock.
+	sharedTag string
 
 	mu    sync.Mutex
 	rooms map[string]*waitRoom
@@ -36,6 +40,11 @@ type waitRoom struct {
 	// turn holder, queued on the server (see handoffTicket). A hand-over
 	// to anyone else does not wake the room.
 	ticket atomic.Pointer[string]
+	// everyHandover: every hand-over announced on the room's channels
+	// wakes it (a room of shared waiters, see shared.go, each of whom
+	// may be the one the lock was handed to or let in). Set before the
+	// room subscribes; never written again.
+	everyHandover bool
 	// seenHeld: the turn holder found the lock held, or holds it; the
 	// callers in line who give up then report ErrNotAcquired. Cleared
 	// when the room goes idle.
@@ -66,7 +75,7 @@ func (r *waitRoom) expect(ticket string) { r.ticket.Store(&ticket) }
 // does; a hand-over only when it is to the room's turn holder.
 func (r *waitRoom) wants(payload string) bool {
 	ticket, handover := strings.CutPrefix(payload, "g:")
-	if !handover {
+	if !handover || r.everyHandover {
 		return true
 	}
 	expected := r.ticket.Load()
@@ -80,6 +89,7 @@ func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
 	if rdb != nil {
 		w.notifier = newNotifier(rdb)
 		w.tag = rand.Text()[:handoverTagLen]
+		w.sharedTag = rand.Text()[:handoverTagLen]
 	}
 	return w
 }

@@ -5,15 +5,20 @@
 -- ARGV[1]  PUBLISH, or SPUBLISH on a cluster, to announce as release.lua
 --          does; '' for none
 -- ARGV[2]  how long (ms) the waiter the lock is handed to has to claim it
--- Returns  state()'s reply as it was before the break, with a seventh
+-- A lock held shared (AcquireShared) loses every share: the shared
+-- holders' set is deleted with the marker.
+-- Returns  state()'s reply as it was before the break, with an eighth
 --          element: 1 when the lock was handed to a waiter, else 0
 local info, err, value = state()
 if err then
   return err
 end
-info[7] = 0
+info[8] = 0
 if not value then
   return info
+end
+if string.sub(value, 1, 8) == '*shared*' then
+  redis.call('DEL', KEYS[5])
 end
 local channel = KEYS[1] .. ':released'
 -- A hand-over is announced on the channel of the waiter's Client only:
@@ -40,7 +45,7 @@ if head[1] then
       if ARGV[1] ~= '' then
         redis.pcall(ARGV[1], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
       end
-      info[7] = 1
+      info[8] = 1
       return info
     end
     head = redis.call('ZRANGE', KEYS[3], 0, 0)

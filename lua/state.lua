@@ -4,8 +4,10 @@
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (see acquire.lua)
 -- KEYS[4]  the queue's expiries
+-- KEYS[5]  the shared holders (see shared_acquire.lua)
 -- (all in one hash slot)
--- state() returns {held, pttl, metadata, fence, waiters, holder}, or nil
+-- state() returns {held, pttl, metadata, fence, waiters, holder, shared},
+-- or nil
 -- and an error reply:
 --   held      1 when the lock key exists, else 0
 --   pttl      the key's PTTL (ms; -1: no expiry; -2: no key)
@@ -17,6 +19,8 @@
 --   holder    the first 16 hex digits of the value's SHA1 ('' when not
 --             held): tells holders apart (a quorum's nodes) without
 --             showing the token
+--   shared    how many shared holders' leases are running when the key
+--             holds the shared marker (see shared_acquire.lua), else 0
 --   the error WRONGTYPE naming the key when one of the keys holds a value
 --             of another type; any other error as Redis gave it
 -- and, third, the lock key's value (false when there is none), for
@@ -49,12 +53,17 @@ local function state()
   if err then return nil, err end
   fence = fence or ''
   if not value then
-    return {0, -2, '', fence, waiters, ''}, nil, value
+    return {0, -2, '', fence, waiters, '', 0}, nil, value
+  end
+  local shared = 0
+  if string.sub(value, 1, 8) == '*shared*' then
+    shared, err = read('the shared holders', 'ZCOUNT', KEYS[5], '(' .. now, '+inf')
+    if err then return nil, err end
   end
   local metadata = ''
   local at = string.find(value, '\31', 1, true)
   if at then
     metadata = string.sub(value, at + 1)
   end
-  return {1, redis.call('PTTL', KEYS[1]), metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16)}, nil, value
+  return {1, redis.call('PTTL', KEYS[1]), metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), shared}, nil, value
 end

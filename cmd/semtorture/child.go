@@ -48,7 +48,11 @@ func child(cfg config) {
 		go func() {
 			defer wg.Done()
 			for monoclock.Now() < cfg.End {
-				h, ok := holdOnce(c, cfg)
+				hold := holdOnce
+				if cfg.Mode == "shared" {
+					hold = sharedHoldOnce
+				}
+				h, ok := hold(c, cfg)
 				if !ok {
 					continue
 				}

@@ -55,6 +55,8 @@ type config struct {
 	PauseFor   time.Duration `json:"pause_for"`
 	Name       string        `json:"name"`
 	End        int64         `json:"end"` // children: monoclock.Now() after which no acquisition starts
+	// Mode is "semaphore" (the default) or "shared" (see shared.go).
+	Mode string `json:"mode"`
 }
 
 func main() {
@@ -100,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Pause, "pause", 0, "SIGSTOP a random child every this often (0: no fault)")
 	fs.DurationVar(&cfg.PauseFor, "pause-for", 0, "how long each pause lasts (0: twice the TTL)")
 	fs.StringVar(&cfg.Name, "name", fmt.Sprintf("semtorture-%d", os.Getpid()), "the semaphore's name")
+	fs.StringVar(&cfg.Mode, "mode", "semaphore", "semaphore, or shared: exclusive and shared holds of one lock (-limit unused)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -112,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case cfg.Procs < 1 || cfg.Goroutines < 1 || cfg.Writes < 1:
 		return cfg, errors.New("-procs, -goroutines and -writes must be at least 1")
+	case cfg.Mode != "semaphore" && cfg.Mode != "shared":
+		return cfg, fmt.Errorf("unknown -mode %q", cfg.Mode)
 	case cfg.Limit < 1:
 		return cfg, errors.New("-limit must be at least 1")
 	case cfg.Duration <= 0 || cfg.TTL < 10*time.Millisecond || cfg.Work < 0 || cfg.Pause < 0 || cfg.PauseFor < 0:
@@ -170,7 +175,12 @@ func run(cfg config, exe string) (summary, error) {
 			failed = errors.Join(failed, fmt.Errorf("child %d: %w", cmd.Process.Pid, err))
 		}
 	}
-	s := analyze(holds, cfg.Limit)
+	var s summary
+	if cfg.Mode == "shared" {
+		s = analyzeShared(holds)
+	} else {
+		s = analyze(holds, cfg.Limit)
+	}
 	s.Pauses = pauses
 	return s, failed
 }
@@ -202,6 +212,7 @@ type hold struct {
 	Writes   int `json:"writes"`
 	Stale    int `json:"stale"` // writes refused because Valid said no
 	Lost     bool
+	Shared   bool `json:"shared"` // -mode shared: a shared hold
 }
 
 type summary struct {
@@ -209,9 +220,13 @@ type summary struct {
 	MaxInside                          int
 	Violations                         int // moments with more than limit certainly inside
 	RepeatedFences                     int
+	Shared                             int // -mode shared: shared holds among Holds
+	FenceInversions                    int // -mode shared: see analyzeShared
 }
 
-func (s summary) ok() bool { return s.Violations == 0 && s.RepeatedFences == 0 && s.Holds > 0 }
+func (s summary) ok() bool {
+	return s.Violations == 0 && s.RepeatedFences == 0 && s.FenceInversions == 0 && s.Holds > 0
+}
 
 // analyze sweeps the holds' stretches in clock order: at every start, the
 // number of stretches open must not exceed limit.
@@ -257,6 +272,10 @@ func (s summary) print(w io.Writer, cfg config) {
 	verdict := "OK"
 	if !s.ok() {
 		verdict = "FAILED"
+	}
+	if cfg.Mode == "shared" {
+		s.printShared(w, cfg, verdict)
+		return
 	}
 	fmt.Fprintf(w, "semtorture: %d procs x %d goroutines, limit %d, %v, TTL %v, %d pauses of %v (%s)\n",
 		cfg.Procs, cfg.Goroutines, cfg.Limit, cfg.Duration, cfg.TTL, s.Pauses, cfg.PauseFor, monoclock.Name)

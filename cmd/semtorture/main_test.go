@@ -59,3 +59,50 @@ func TestTheAnalysisFindsTooManyInside(t *testing.T) {
 	require.Equal(t, 1, s.RepeatedFences)
 	require.False(t, s.ok())
 }
+
+func TestNoExclusiveHolderWithAnyOther(t *testing.T) {
+	d := 3 * time.Second
+	if *soak > 0 {
+		d = *soak
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cfg := config{
+		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 1, Duration: d,
+		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
+		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture-shared", Mode: "shared",
+	}
+	s, err := run(cfg, exe)
+	require.NoError(t, err)
+	t.Logf("%+v", s)
+	require.Positive(t, s.Shared)
+	require.Less(t, s.Shared, s.Holds, "exclusive holds too")
+	require.Greater(t, s.MaxInside, 1, "shared holders were inside together")
+	require.Zero(t, s.Violations, "an exclusive holder with another inside")
+	require.Zero(t, s.RepeatedFences)
+	require.Zero(t, s.FenceInversions)
+	require.True(t, s.ok())
+}
+
+func TestTheSharedAnalysisFindsAnExclusiveWithOthers(t *testing.T) {
+	holds := []hold{
+		{Fence: 5, From: 0, To: 10, Shared: true},
+		{Fence: 5, From: 2, To: 12, Shared: true}, // readers together: fine
+		{Fence: 6, From: 12, To: 20},              // a writer after them, touching: fine
+		{Fence: 7, From: 21, To: 30, Shared: true},
+	}
+	s := analyzeShared(holds)
+	require.Zero(t, s.Violations)
+	require.Zero(t, s.FenceInversions)
+	require.Equal(t, 2, s.MaxInside)
+	require.True(t, s.ok())
+
+	s = analyzeShared(append(holds, hold{Fence: 8, From: 25, To: 26}))
+	require.Equal(t, 1, s.Violations, "a writer with a reader inside")
+	s = analyzeShared(append(holds, hold{Fence: 9, From: 15, To: 16}))
+	require.Equal(t, 1, s.Violations, "two writers")
+	s = analyzeShared(append(holds, hold{Fence: 6, From: 31, To: 40}))
+	require.Equal(t, 1, s.RepeatedFences)
+	require.Equal(t, 2, s.FenceInversions, "a writer whose fence is not above those of the writer (6) and the reader (7) before it")
+	require.False(t, s.ok())
+}

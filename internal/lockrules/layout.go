@@ -15,6 +15,9 @@
 //	prefix{name}:released:T a hand-over to a waiter of the Client tagged T
 //	prefix{name}:limit      a semaphore's limit (its key is then a sorted
 //	                        set of holders' tokens scored by lease end)
+//	prefix{name}:s          a lock's shared holders (AcquireShared), tokens
+//	                        scored by lease end; the lock key then holds
+//	                        the marker "*shared*" (see lua/shared_acquire.lua)
 //
 // The name sits inside braces so that it is the keys' Redis Cluster hash
 // tag: all of them land in one slot, which the scripts need.
@@ -32,6 +35,7 @@ const (
 	ExpirySuffix   = ":qx"
 	ReleasedSuffix = ":released"
 	LimitSuffix    = ":limit"
+	SharedSuffix   = ":s"
 )
 
 // MetadataSeparator comes between the token and the holder's metadata in
@@ -79,6 +83,9 @@ func Queue(lockKey string) string { return lockKey + QueueSuffix }
 
 // Expiry returns the queue's expiries of the lock key.
 func Expiry(lockKey string) string { return lockKey + ExpirySuffix }
+
+// Shared returns the shared holders' set of the lock key.
+func Shared(lockKey string) string { return lockKey + SharedSuffix }
 
 // Released returns the release channel of the lock key.
 func Released(lockKey string) string { return lockKey + ReleasedSuffix }

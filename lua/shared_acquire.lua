@@ -1,0 +1,165 @@
+-- shared_acquire: take a shared hold (AcquireShared) of a lock, next to
+-- the other shared holders; a caller that may not enter takes (or keeps)
+-- its place in the lock's queue, the one exclusive waiters use.
+-- While shared holders hold the name, the lock key holds the marker
+-- '*shared*' (no token can equal it: tokens are base32), then, once a
+-- fenced holder came, ' ' and the fence of this epoch; its TTL is the
+-- latest shared lease's end. So an exclusive SET NX fails while they hold
+-- it, and acquire.lua sees "held by someone else for pttl ms", unchanged.
+-- The holders are a sorted set of their tokens scored by the end of their
+-- lease (ms, server clock); every shared script drops those whose time
+-- has passed, and the key and the set expire with the last lease, so a
+-- crashed holder's share ends by itself.
+-- A shared waiter's token has 's' after its Client's tag and '.' (see
+-- sharedToken); any other token in the queue is an exclusive waiter's.
+-- KEYS[1]  the lock key
+-- KEYS[2]  the shared holders: tokens scored by lease end (ms)
+-- KEYS[3]  the queue: waiters' tokens by arrival (ms, as acquire.lua)
+-- KEYS[4]  the queue's expiries (ms)
+-- KEYS[5]  with ARGV[3] = '1': the fence counter
+-- (all in one hash slot)
+-- ARGV[1]  the caller's token
+-- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  '1': take the epoch's fence; '0': no fence
+-- ARGV[4]  the caller waits: keep its place in the queue for this many ms;
+--          '0': it does not wait, and does not queue
+-- ARGV[5]  PUBLISH, or SPUBLISH on a cluster, to tell the shared waiters
+--          let in with the caller (see below); '' for none
+-- ARGV[6]  how long (ms) a shared waiter let in has to claim its share
+-- The caller enters when the key is absent or holds the marker and no
+-- exclusive waiter is queued ahead of it (writers are not starved), when
+-- the key was handed to it by a release (it holds the caller's token:
+-- the hold becomes shared), or when it is in the set already (let in by
+-- another shared holder, or a retried command). Entering, it lets in the
+-- shared waiters at the head of the queue too, up to the first exclusive
+-- one, each with ARGV[6] ms to claim, announced as release.lua announces
+-- a hand-over.
+-- Returns  fence >= 1   entered, with ARGV[3] = '1': the epoch's fence,
+--                       taken by its first fenced holder as acquire.lua
+--                       takes one; the next exclusive holder's is higher
+--          0            entered, without a fence
+--          -2 - pttl    not entered; the lock key ends in pttl ms
+--          -1           not entered; the key is absent (an exclusive
+--                       waiter ahead of the caller is about to take it)
+--          an error     WRONGTYPE when a key holds a value of another type
+local MARK = '*shared*'
+local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local value = redis.pcall('GET', KEYS[1])
+if type(value) == 'table' and value.err then
+  if string.find(value.err, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
+  end
+  return value
+end
+local kind = redis.call('TYPE', KEYS[2]).ok
+if kind ~= 'zset' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' holds a ' .. kind .. ', not the shared holders')
+end
+local function shared(waiter)
+  return string.match(waiter, '^[A-Z2-7]*%.?s') ~= nil
+end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local waiting = redis.call('ZCARD', KEYS[3])
+if waiting > 0 then
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+    waiting = waiting - redis.call('ZREM', KEYS[3], gone)
+    redis.call('ZREM', KEYS[4], gone)
+  end
+end
+local marked = value and string.sub(value, 1, #MARK) == MARK
+local ours = value == token or redis.call('ZSCORE', KEYS[2], token) ~= false and marked
+if not ours and (not value or marked) then
+  ours = true
+  if waiting > 0 then
+    -- Arrival order for writers: an exclusive waiter ahead of us goes
+    -- first. (Shared waiters ahead enter at their next attempt.)
+    local rank = redis.call('ZRANK', KEYS[3], token)
+    local ahead = rank and rank - 1 or -1
+    if ahead >= 0 or not rank then
+      for _, waiter in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead)) do
+        if not shared(waiter) then
+          ours = false
+          break
+        end
+      end
+    end
+  end
+end
+if ours then
+  -- Every command a user's ACL may refuse runs before the writes that
+  -- make the hold: a refused script must not leave a share held.
+  if waiting > 0 then
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('ZREM', KEYS[4], token)
+  end
+  -- A marker goes on; a handed key (our token) or a free one starts a
+  -- new epoch.
+  local epoch = MARK
+  if marked then
+    epoch = value
+  end
+  local fence = 0
+  if ARGV[3] == '1' then
+    fence = tonumber(string.sub(epoch, #MARK + 2))
+    if not fence then
+      -- The epoch's first fenced holder: the counter's next value,
+      -- raised to the server's clock, as acquire.lua.
+      fence = redis.pcall('INCR', KEYS[5])
+      if type(fence) == 'table' and fence.err then
+        return fence
+      end
+      if fence < 1 then
+        return redis.error_reply('ERR the fence counter ' .. KEYS[5] .. ' gave ' .. fence .. ', not a positive number')
+      end
+      local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+      if fence < micros then
+        redis.call('SET', KEYS[5], string.format('%d', micros))
+        fence = micros
+      end
+      epoch = MARK .. ' ' .. string.format('%d', fence)
+    end
+  end
+  -- The shared waiters at the head of the queue come in with us.
+  local admitted = {}
+  if waiting > 0 then
+    local claim = tonumber(ARGV[6])
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)
+    while head[1] and shared(head[1]) do
+      redis.call('ZREM', KEYS[3], head[1])
+      redis.call('ZREM', KEYS[4], head[1])
+      redis.call('ZADD', KEYS[2], now + claim, head[1])
+      admitted[#admitted + 1] = head[1]
+      head = redis.call('ZRANGE', KEYS[3], 0, 0)
+    end
+  end
+  redis.call('ZADD', KEYS[2], now + ttl, token)
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  local keep = math.max(tonumber(last[2]) - now, 1)
+  redis.call('SET', KEYS[1], epoch, 'PX', keep)
+  redis.call('PEXPIRE', KEYS[2], keep)
+  if ARGV[5] ~= '' then
+    local channel = KEYS[1] .. ':released'
+    for _, waiter in ipairs(admitted) do
+      local tag = string.match(waiter, '^([A-Z2-7]+)%.')
+      local to = channel
+      if tag then
+        to = channel .. ':' .. tag
+      end
+      redis.pcall(ARGV[5], to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+    end
+  end
+  return fence
+end
+if wait > 0 then
+  -- NX: a waiter coming back keeps its place; its expiry moves on.
+  redis.call('ZADD', KEYS[3], 'NX', now, token)
+  redis.call('ZADD', KEYS[4], now + wait, token)
+  redis.call('PEXPIRE', KEYS[3], wait)
+  redis.call('PEXPIRE', KEYS[4], wait)
+end
+if not value then
+  return -1
+end
+return -2 - redis.call('PTTL', KEYS[1])

@@ -1,0 +1,100 @@
+-- shared_release: give back our shared hold (see shared_acquire.lua); the
+-- last shared holder to leave frees the lock key, handing it to the first
+-- waiter in the queue whose place has not lapsed, as release.lua does. A
+-- shared waiter giving up runs this script too (ARGV[3]): it leaves the
+-- queue, and passes on a lock handed to it or a share it was let in to.
+-- KEYS[1]  the lock key
+-- KEYS[2]  the queue
+-- KEYS[3]  the queue's expiries
+-- KEYS[4]  the shared holders
+-- ARGV[1]  the holder's token
+-- ARGV[2]  how to announce and hand over: PUBLISH (SPUBLISH on a
+--          cluster; nothing for no announcement), a space, then how long
+--          (ms) a waiter the lock is handed to has to claim it:
+--          'PUBLISH 1000'. (One argument: the command keeps the layout of
+--          the exclusive release's, see lockRef.releaseArgs.)
+-- ARGV[3]  optional: '1' when the caller is a waiter giving up
+-- Announces as release.lua.
+-- Returns  1   released (our share was live, or the key was handed to us)
+--          0   our share is gone (its lease ended, or it was broken)
+--          -1  the key holds an exclusive holder's token, or a value of
+--              another type
+local MARK = '*shared*'
+local token = ARGV[1]
+local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[2], token)
+  redis.call('ZREM', KEYS[3], token)
+end
+local value = redis.pcall('GET', KEYS[1])
+if type(value) == 'table' and value.err then
+  if string.find(value.err, 'WRONGTYPE', 1, true) then
+    return -1
+  end
+  return redis.error_reply(value.err)
+end
+local reply = 1
+if value ~= token then
+  local kind = redis.call('TYPE', KEYS[4]).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    return -1
+  end
+  if not value or string.sub(value, 1, #MARK) ~= MARK then
+    -- No shares now: ours ended with the epoch (nothing to do but tidy).
+    redis.call('ZREM', KEYS[4], token)
+    if value then
+      return -1
+    end
+    return 0
+  end
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local lease = redis.call('ZSCORE', KEYS[4], token)
+  redis.call('ZREM', KEYS[4], token)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if not lease or tonumber(lease) <= now then
+    reply = 0
+  end
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if last[2] then
+    -- Others still hold it: the key lasts as long as the latest lease.
+    local keep = math.max(tonumber(last[2]) - now, 1)
+    redis.call('PEXPIRE', KEYS[1], keep)
+    redis.call('PEXPIRE', KEYS[4], keep)
+    return reply
+  end
+end
+-- The last shared holder left (or the key was handed to us as we gave
+-- up): as release.lua, the lock goes to the first live waiter.
+redis.call('DEL', KEYS[4])
+local channel = KEYS[1] .. ':released'
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)
+local queued = head[1] ~= nil
+if queued then
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  while head[1] do
+    local waiter = head[1]
+    redis.call('ZREM', KEYS[2], waiter)
+    local lapses = tonumber(redis.call('ZSCORE', KEYS[3], waiter))
+    redis.call('ZREM', KEYS[3], waiter)
+    if lapses and lapses > now then
+      redis.call('SET', KEYS[1], waiter, 'PX', claim)
+      if publish ~= '' then
+        local tag = string.match(waiter, '^([A-Z2-7]+)%.')
+        local to = channel
+        if tag then
+          to = channel .. ':' .. tag
+        end
+        redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+      end
+      return reply
+    end
+    head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  end
+end
+redis.call('DEL', KEYS[1])
+if queued and publish ~= '' then
+  redis.pcall(publish, channel, '1')
+end
+return reply
