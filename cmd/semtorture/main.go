@@ -55,6 +55,11 @@ type config struct {
 	PauseFor   time.Duration `json:"pause_for"`
 	Name       string        `json:"name"`
 	End        int64         `json:"end"` // children: monoclock.Now() after which no acquisition starts
+
+	// Mode is "semaphore", or "multi" (see multi.go); Names, for
+	// -mode multi, how many names the subsets are drawn from.
+	Mode  string `json:"mode"`
+	Names int    `json:"names"`
 }
 
 func main() {
@@ -100,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Pause, "pause", 0, "SIGSTOP a random child every this often (0: no fault)")
 	fs.DurationVar(&cfg.PauseFor, "pause-for", 0, "how long each pause lasts (0: twice the TTL)")
 	fs.StringVar(&cfg.Name, "name", fmt.Sprintf("semtorture-%d", os.Getpid()), "the semaphore's name")
+	fs.StringVar(&cfg.Mode, "mode", "semaphore", "what to check: semaphore, or multi (AcquireMulti of random subsets of -names names)")
+	fs.IntVar(&cfg.Names, "names", 5, "-mode multi: the names the subsets are drawn from")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -114,6 +121,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("-procs, -goroutines and -writes must be at least 1")
 	case cfg.Limit < 1:
 		return cfg, errors.New("-limit must be at least 1")
+	case cfg.Mode != "semaphore" && cfg.Mode != "multi":
+		return cfg, fmt.Errorf("-mode %q: want semaphore or multi", cfg.Mode)
+	case cfg.Mode == "multi" && cfg.Names < 1:
+		return cfg, errors.New("-names must be at least 1")
 	case cfg.Duration <= 0 || cfg.TTL < 10*time.Millisecond || cfg.Work < 0 || cfg.Pause < 0 || cfg.PauseFor < 0:
 		return cfg, errors.New("-duration must be positive, -ttl at least 10ms, -work, -pause and -pause-for not negative")
 	}
@@ -171,6 +182,9 @@ func run(cfg config, exe string) (summary, error) {
 		}
 	}
 	s := analyze(holds, cfg.Limit)
+	if cfg.Mode == "multi" {
+		s = analyzeMulti(holds)
+	}
 	s.Pauses = pauses
 	return s, failed
 }
@@ -202,6 +216,11 @@ type hold struct {
 	Writes   int `json:"writes"`
 	Stale    int `json:"stale"` // writes refused because Valid said no
 	Lost     bool
+	// -mode multi: the names held, their fences, and the writes the
+	// resource turned away for a fence below one it accepted.
+	Names    []string `json:"names,omitempty"`
+	Fences   []int64  `json:"fences,omitempty"`
+	Rejected int      `json:"rejected,omitempty"`
 }
 
 type summary struct {
@@ -209,6 +228,7 @@ type summary struct {
 	MaxInside                          int
 	Violations                         int // moments with more than limit certainly inside
 	RepeatedFences                     int
+	Rejected                           int // -mode multi: stale fenced writes the resource turned away
 }
 
 func (s summary) ok() bool { return s.Violations == 0 && s.RepeatedFences == 0 && s.Holds > 0 }
@@ -254,6 +274,10 @@ func analyze(holds []hold, limit int) summary {
 }
 
 func (s summary) print(w io.Writer, cfg config) {
+	if cfg.Mode == "multi" {
+		s.printMulti(w, cfg)
+		return
+	}
 	verdict := "OK"
 	if !s.ok() {
 		verdict = "FAILED"
