@@ -87,7 +87,7 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	if _, ring := single.rdb.(*redis.Ring); ring {
 		return nil, invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
 	}
-	m, err := newMultiRef(single, o.prefix, names)
+	m, err := newMultiRef(single, o.prefix, o.fencing, names)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ type multiRef struct {
 	first     string   // the caller's names[0]
 	names     []string // by hash slot (on a cluster), then name
 	keys      []string // the names' lock keys, in that order
-	fenceKeys []string // their fence counters
+	fenceKeys []string // their fence counters; nil without fencing
 	groups    []multiGroup
 	index     map[string]int // name -> its place in names
 	fences    []int64        // by names' order, once acquired
@@ -126,7 +126,7 @@ type multiGroup struct{ from, to int }
 // newMultiRef checks names and lays out their keys: an invalid-argument
 // error for an empty name, a name given twice, or a name Acquire would
 // refuse.
-func newMultiRef(s singleStore, prefix string, names []string) (*multiRef, error) {
+func newMultiRef(s singleStore, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
 		name, key string
 		slot      int
@@ -158,9 +158,15 @@ func newMultiRef(s singleStore, prefix string, names []string) (*multiRef, error
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name))
 	})
 	m := &multiRef{first: names[0], index: index}
-	m.names, m.keys, m.fenceKeys = make([]string, len(entries)), make([]string, len(entries)), make([]string, len(entries))
+	m.names, m.keys = make([]string, len(entries)), make([]string, len(entries))
+	if fencing {
+		m.fenceKeys = make([]string, len(entries))
+	}
 	for i, e := range entries {
-		m.names[i], m.keys[i], m.fenceKeys[i] = e.name, e.key, lockrules.Fence(e.key)
+		m.names[i], m.keys[i] = e.name, e.key
+		if fencing {
+			m.fenceKeys[i] = lockrules.Fence(e.key)
+		}
 		index[e.name] = i
 		if i == 0 || e.slot != entries[i-1].slot {
 			m.groups = append(m.groups, multiGroup{from: i})
