@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/faultproxy"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -423,5 +424,71 @@ func TestAcquireMultiOnCluster(t *testing.T) {
 		for range sets {
 			require.NoError(t, <-errs)
 		}
+	})
+}
+
+// A multi attempt that gives up on a timeout may still land later and take
+// every name under a token nobody has: the Client gives them back.
+func TestAMultiAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		proxy := newProxy(t, b.rdb.Options().Addr)
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c := redislock.New(rdb, quiet)
+		warm, err := c.AcquireMulti(ctx, []string{"late:a", "late:b"}) // the script is loaded
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
+
+		const stall = 400 * time.Millisecond
+		proxy.SetDelay(stall)
+		proxy.SetMode(faultproxy.Delay)
+		sent := time.Now()
+		l, err := c.AcquireMulti(ctx, []string{"late:a", "late:b"})
+		require.Error(t, err)
+		require.Nil(t, l)
+		require.NotErrorIs(t, err, redislock.ErrNotAcquired, "a timeout is no verdict")
+		proxy.SetMode(faultproxy.Pass)
+
+		eventually(t, 5*time.Second, func() bool {
+			return time.Since(sent) > stall+50*time.Millisecond && b.rdb.Exists(ctx, "lock:{late:a}", "lock:{late:b}").Val() == 0
+		}, "the late attempt's keys are still there %v after the stall", time.Since(sent))
+		other, err := redislock.New(b.rdb, quiet).AcquireMulti(ctx, []string{"late:b", "late:a"})
+		require.NoError(t, err, "the names are free for anyone")
+		require.NoError(t, other.Release(ctx))
+	})
+}
+
+// A waiter whose blocker's holder crashed (no release, no announcement)
+// comes back when that holder's lease ends, not at its backoff.
+func TestAMultiWaiterComesBackWhenTheHoldersLeaseEnds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		crashed, err := redislock.New(b.rdb, quiet, redislock.WithTTL(300*time.Millisecond), redislock.WithWatchdog(false)).Acquire(ctx, "crash:b")
+		require.NoError(t, err)
+		_ = crashed // never released: its process "crashed"
+		waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		got := make(chan error, 1)
+		var l *redislock.Lock
+		go func() {
+			var err error
+			l, err = redislock.New(b.rdb, quiet).AcquireMulti(waitCtx, []string{"crash:a", "crash:b"}, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+			got <- err
+		}()
+		eventually(t, 5*time.Second, func() bool {
+			return b.rdb.PubSubNumSub(ctx, "lock:{crash:b}:released").Val()["lock:{crash:b}:released"] == 1
+		}, "the waiter does not wait for crash:b")
+		if b.mini != nil {
+			b.mini.FastForward(time.Second) // miniredis' keys expire by its own clock
+		}
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter did not come back when the holder's lease ended")
+		}
+		require.Equal(t, l.Token(), b.rdb.Get(ctx, "lock:{crash:b}").Val())
+		require.NoError(t, l.Release(ctx))
 	})
 }
