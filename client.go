@@ -49,7 +49,7 @@ type Client struct {
 	waiting   *waitRooms
 	cleaner   *janitor
 
-	semaphores semRooms // AcquireSemaphore's waiters
+	semaphores semRooms // AcquireSemaphore's and AcquireMulti's waiters: a key's announcements to every one
 	shared     semRooms // AcquireShared's waiters
 }
 

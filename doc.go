@@ -46,6 +46,12 @@
 // are served in arrival order, and a limit that disagrees with the
 // holders' is [ErrLimitMismatch].
 //
+// Several names at once: [Client.AcquireMulti] takes a set of names, all
+// or none, as one Lock (one token, lease, context and watchdog entry; lost
+// if any name is lost), with a fence per name ([Lock.FenceOf]); on a
+// Cluster slot by slot, in one global order, so that overlapping sets
+// never deadlock.
+//
 // A [Client] is safe for concurrent use and should be shared; Close it on
 // shutdown so that its locks pass to other instances at once. A [Lock] is
 // safe for concurrent use, is not tied to the goroutine that acquired it,

@@ -93,7 +93,10 @@ func (r LostReason) String() string {
 // the lock's context (see [context.Cause]) and matches [ErrLockLost] with
 // [errors.Is]; use [errors.As] to read the reason.
 type LostError struct {
-	// Name is the lock name given to Acquire.
+	// Name is the lock name given to Acquire. For a lock from
+	// AcquireMulti, the name found gone or held by another holder, or
+	// its first name when the whole lock was lost at once (unreachable,
+	// maximum hold).
 	Name string
 	// Reason says why the lock was lost.
 	Reason LostReason

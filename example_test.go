@@ -380,3 +380,35 @@ func ExampleClient_AcquireShared() {
 	// writer once they left: true
 	// reader while it writes: true
 }
+
+func ExampleClient_AcquireMulti() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	// A transfer holds both accounts, or neither.
+	other, _ := locker.Acquire(ctx, "account:2")
+	_, err := locker.AcquireMulti(ctx, []string{"account:1", "account:2"})
+	fmt.Println("while account:2 is held:", errors.Is(err, redislock.ErrNotAcquired))
+	inspect, _ := locker.Inspect(ctx, "account:1")
+	fmt.Println("account:1 left held:", inspect.Held)
+	_ = other.Release(ctx)
+
+	transfer, err := locker.AcquireMulti(ctx, []string{"account:1", "account:2"}, redislock.WithFencing())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	from, _ := transfer.FenceOf("account:1")
+	to, _ := transfer.FenceOf("account:2")
+	fmt.Println("a fence per account:", from > 0 && to > 0)
+	// One context for the whole set, cancelled if any name is lost.
+	fmt.Println("held:", transfer.Context().Err() == nil)
+	_ = transfer.Release(ctx)
+	// Output:
+	// while account:2 is held: true
+	// account:1 left held: false
+	// a fence per account: true
+	// held: true
+}

@@ -62,7 +62,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	reply, err := l.client.store.extend(ctx, l.opts, l.ref.key, l.ref.token, ttl)
+	var reply int64
+	var err error
+	if m := l.ref.multi; m != nil {
+		reply, err = l.client.store.(singleStore).extendMulti(ctx, l.opts, m, l.ref.token, ttl)
+	} else {
+		reply, err = l.client.store.extend(ctx, l.opts, l.ref.key, l.ref.token, ttl)
+	}
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
@@ -84,7 +90,7 @@ func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 	default:
 		reason := reasonFor(reply)
 		l.lose(reason, nil)
-		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, reason)
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.lostName(), reason)
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err})

@@ -48,7 +48,7 @@ func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
 // a Release is the release's to report), and hands the turn to this
 // Client's next waiter.
 func (l *Lock) lose(reason LostReason, cause error) {
-	lost := &LostError{Name: l.name, Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
+	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 	if room, ok := l.end(lost); ok && room != nil {
 		l.client.rooms().leave(room)
 	}
@@ -100,12 +100,12 @@ func (l *Lock) announceLoss(lost *LostError) {
 	if lost.Reason == Expired && !l.opts.watchdog {
 		level = slog.LevelInfo
 	}
-	attrs := []any{"name", l.name, "reason", lost.Reason.String(), "held_for", lost.HeldFor}
+	attrs := []any{"name", lost.Name, "reason", lost.Reason.String(), "held_for", lost.HeldFor}
 	if lost.Err != nil {
 		attrs = append(attrs, "error", lost.Err)
 	}
 	l.opts.log().Log(context.Background(), level, "redislock: lock lost", attrs...)
 	if l.opts.observer != nil {
-		l.opts.observer.ObserveLost(LostEvent{Name: l.name, Reason: lost.Reason, HeldFor: lost.HeldFor})
+		l.opts.observer.ObserveLost(LostEvent{Name: lost.Name, Reason: lost.Reason, HeldFor: lost.HeldFor})
 	}
 }

@@ -89,7 +89,8 @@ func (l *Lock) currentTTL() time.Duration {
 	return l.ttl
 }
 
-// Name returns the name given to Acquire ("" on a nil Lock).
+// Name returns the name given to Acquire (for a Lock from AcquireMulti,
+// its first name; "" on a nil Lock).
 func (l *Lock) Name() string {
 	if l == nil {
 		return ""
@@ -97,7 +98,8 @@ func (l *Lock) Name() string {
 	return l.name
 }
 
-// Key returns the Redis key that holds the token ("" on a nil Lock).
+// Key returns the Redis key that holds the token (for a Lock from
+// AcquireMulti, its first name's; "" on a nil Lock).
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
@@ -118,7 +120,8 @@ func (l *Lock) Token() string {
 }
 
 // Fence returns the fencing token taken with the lock, or 0 when the lock
-// was acquired without WithFencing (and on a nil Lock).
+// was acquired without WithFencing (and on a nil Lock). For a Lock from
+// AcquireMulti it is its first name's (see FenceOf).
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -173,7 +176,8 @@ func (l *Lock) Context() context.Context {
 	return l.ctx
 }
 
-// TTL returns the lock's remaining lease on the server. It returns
+// TTL returns the lock's remaining lease on the server (for a Lock from
+// AcquireMulti, the shortest among its names). It returns
 // ErrNotHeld when the lock is no longer ours (nothing is sent if it was
 // released), or the Redis error. On a nil Lock it returns ErrNotHeld.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
@@ -189,6 +193,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	var reply int64
 	var err error
 	switch {
+	case l.ref.multi != nil:
+		reply, err = l.client.store.(singleStore).pttlMulti(ctx, &l.ref)
 	case l.opts.semLimit > 0:
 		reply, err = semPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key}, l.ref.token).Int64()
 	case l.opts.shared:
@@ -200,9 +206,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)
 	case reply == -2:
-		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.name)
+		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.lostName())
 	case reply == -3:
-		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.name)
+		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.lostName())
 	case reply == -1:
 		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.name)
 	case reply < 0 || reply > int64(math.MaxInt64/time.Millisecond):

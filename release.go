@@ -86,8 +86,8 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		l.client.janitor().add(&l.ref, time.Now().Add(l.currentTTL()), false)
 		state = releaseNone
 	case reply != replyDone:
-		lost = &LostError{Name: l.name, Reason: reasonFor(reply), HeldFor: time.Since(l.acquiredAt)}
-		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.name, lost.Reason)
+		lost = &LostError{Name: l.lostName(), Reason: reasonFor(reply), HeldFor: time.Since(l.acquiredAt)}
+		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, lost.Name, lost.Reason)
 		if endedNow {
 			// Lost while held and nobody noticed in time (watchdog
 			// off, or a pause): a loss like any other. (One found

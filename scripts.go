@@ -50,6 +50,22 @@ var (
 	semReleaseScript = redis.NewScript(semReleaseSource)
 	semPTTLScript    = redis.NewScript(semPTTLSource)
 
+	// AcquireMulti's scripts (see multi.go): the exclusive lock's scripts
+	// do no work for multi locks either.
+	//go:embed lua/multi_acquire.lua
+	multiAcquireSource string
+	//go:embed lua/multi_extend.lua
+	multiExtendSource string
+	//go:embed lua/multi_release.lua
+	multiReleaseSource string
+	//go:embed lua/multi_pttl.lua
+	multiPTTLSource string
+
+	multiAcquireScript = redis.NewScript(multiAcquireSource)
+	multiExtendScript  = redis.NewScript(multiExtendSource)
+	multiReleaseScript = redis.NewScript(multiReleaseSource)
+	multiPTTLScript    = redis.NewScript(multiPTTLSource)
+
 	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
 	acquireSHA    any = acquireScript.Hash()
 	releaseSHA    any = releaseScript.Hash()

@@ -171,6 +171,9 @@ func (s singleStore) extend(ctx context.Context, o *options, key, token string, 
 }
 
 func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
+	if ref.multi != nil {
+		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
+	}
 	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
 	if isTryAgain(err) && !ref.sem && !ref.shared {
 		// A cluster slot in migration (see acquire): release without
@@ -222,6 +225,11 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 // abandon sends the release script as a waiter that leaves (ARGV[4]) for
 // every ref, in one pipeline.
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
+	for _, ref := range refs {
+		if ref.multi != nil {
+			return s.abandonWithMulti(ctx, refs)
+		}
+	}
 	cmds := make([]*redis.Cmd, len(refs))
 	args := make([][]any, len(refs))
 	pipe := s.rdb.Pipeline()
@@ -318,13 +326,14 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 // extendBatch extends many locks in one round trip: their EVALSHAs go in one
 // pipeline (on a cluster go-redis splits it by node), those that met
 // NOSCRIPT are sent again with EVAL. Locks with WithReplicaAck are extended
-// one by one, each with its WAIT.
+// one by one, each with its WAIT, and so are multi locks, each in a
+// pipeline of its own (one script per hash slot).
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
-		if reqs[i].opts.replicas > 0 {
-			continue
+		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
+			continue // one by one, below
 		}
 		script, keys := extendCommand(&reqs[i])
 		cmds[i] = script.EvalSha(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
@@ -345,7 +354,11 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	}
 	for i := range reqs {
 		r := &reqs[i]
-		if cmds[i] == nil {
+		switch {
+		case r.multi != nil:
+			r.reply, r.err = s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
+			continue
+		case cmds[i] == nil:
 			r.reply, r.err = s.extend(ctx, r.opts, r.key, r.token, r.ttl)
 			continue
 		}

@@ -56,7 +56,10 @@ type lockRef struct {
 	token     string // the key's value: the random token, then any metadata (see valueOf)
 	keyArg    any    // key, boxed once
 	ttlArg    any    // the TTL in milliseconds, boxed once per options
-	fenced    bool
+	// multi: a lock of several names (see multi.go), whose commands are
+	// built from it; key is its first name's. nil for every other lock.
+	multi  *multiRef
+	fenced bool
 	// sem: a semaphore's slot (see semaphore.go): releaseArgs run
 	// lua/semaphore_release.lua, with the same arguments.
 	sem bool
@@ -66,6 +69,10 @@ type lockRef struct {
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.
 	waiting bool
+	// attempted: an attempt was sent; later ones run the script. (With
+	// the other flags: a Lock over 696 bytes would cost 64 more per
+	// allocation, its size class and header considered.)
+	attempted bool
 
 	// setArgs is SET key token NX PX ttl: a plain lock's first attempt
 	// when the caller does not wait (see singleStore.acquire). Redis runs it faster than the
@@ -78,8 +85,6 @@ type lockRef struct {
 	// releaseArgs is the release, built once and never written again:
 	// concurrent Release calls may read it.
 	releaseArgs [9]any
-	// attempted: an attempt was sent; later ones run the script.
-	attempted bool
 }
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).

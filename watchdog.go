@@ -196,7 +196,8 @@ type extendRequest struct {
 	key   string
 	token string
 	ttl   time.Duration
-	reply int64 // filled in by the store
+	multi *multiRef // a multi lock's names; nil for any other
+	reply int64     // filled in by the store
 	err   error
 }
 
@@ -230,7 +231,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	deadline := time.Time{}
 	for i, l := range ready {
 		l.mu.Lock()
-		reqs[i] = extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl}
+		reqs[i] = extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl, multi: l.ref.multi}
 		intervals[i] = l.interval
 		if deadline.IsZero() || l.safeDeadline.Before(deadline) {
 			deadline = l.safeDeadline

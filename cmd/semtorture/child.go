@@ -47,6 +47,10 @@ func child(cfg config) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			holdOnce := holdOnce
+			if cfg.Mode == "multi" {
+				holdOnce = holdMulti
+			}
 			for monoclock.Now() < cfg.End {
 				hold := holdOnce
 				if cfg.Mode == "shared" {

@@ -55,8 +55,11 @@ type config struct {
 	PauseFor   time.Duration `json:"pause_for"`
 	Name       string        `json:"name"`
 	End        int64         `json:"end"` // children: monoclock.Now() after which no acquisition starts
-	// Mode is "semaphore" (the default) or "shared" (see shared.go).
-	Mode string `json:"mode"`
+	// Mode is "semaphore" (the default), "shared" (see shared.go) or
+	// "multi" (see multi.go); Names, for -mode multi, how many names the
+	// subsets are drawn from.
+	Mode  string `json:"mode"`
+	Names int    `json:"names"`
 }
 
 func main() {
@@ -102,7 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Pause, "pause", 0, "SIGSTOP a random child every this often (0: no fault)")
 	fs.DurationVar(&cfg.PauseFor, "pause-for", 0, "how long each pause lasts (0: twice the TTL)")
 	fs.StringVar(&cfg.Name, "name", fmt.Sprintf("semtorture-%d", os.Getpid()), "the semaphore's name")
-	fs.StringVar(&cfg.Mode, "mode", "semaphore", "semaphore, or shared: exclusive and shared holds of one lock (-limit unused)")
+	fs.StringVar(&cfg.Mode, "mode", "semaphore", "what to check: semaphore; shared (exclusive and shared holds of one lock; -limit unused); multi (AcquireMulti of random subsets of -names names)")
+	fs.IntVar(&cfg.Names, "names", 5, "-mode multi: the names the subsets are drawn from")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -115,10 +119,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case cfg.Procs < 1 || cfg.Goroutines < 1 || cfg.Writes < 1:
 		return cfg, errors.New("-procs, -goroutines and -writes must be at least 1")
-	case cfg.Mode != "semaphore" && cfg.Mode != "shared":
-		return cfg, fmt.Errorf("unknown -mode %q", cfg.Mode)
 	case cfg.Limit < 1:
 		return cfg, errors.New("-limit must be at least 1")
+	case cfg.Mode != "semaphore" && cfg.Mode != "shared" && cfg.Mode != "multi":
+		return cfg, fmt.Errorf("-mode %q: want semaphore, shared or multi", cfg.Mode)
+	case cfg.Mode == "multi" && cfg.Names < 1:
+		return cfg, errors.New("-names must be at least 1")
 	case cfg.Duration <= 0 || cfg.TTL < 10*time.Millisecond || cfg.Work < 0 || cfg.Pause < 0 || cfg.PauseFor < 0:
 		return cfg, errors.New("-duration must be positive, -ttl at least 10ms, -work, -pause and -pause-for not negative")
 	}
@@ -176,9 +182,12 @@ func run(cfg config, exe string) (summary, error) {
 		}
 	}
 	var s summary
-	if cfg.Mode == "shared" {
+	switch cfg.Mode {
+	case "shared":
 		s = analyzeShared(holds)
-	} else {
+	case "multi":
+		s = analyzeMulti(holds)
+	default:
 		s = analyze(holds, cfg.Limit)
 	}
 	s.Pauses = pauses
@@ -213,6 +222,11 @@ type hold struct {
 	Stale    int `json:"stale"` // writes refused because Valid said no
 	Lost     bool
 	Shared   bool `json:"shared"` // -mode shared: a shared hold
+	// -mode multi: the names held, their fences, and the writes the
+	// resource turned away for a fence below one it accepted.
+	Names    []string `json:"names,omitempty"`
+	Fences   []int64  `json:"fences,omitempty"`
+	Rejected int      `json:"rejected,omitempty"`
 }
 
 type summary struct {
@@ -222,6 +236,7 @@ type summary struct {
 	RepeatedFences                     int
 	Shared                             int // -mode shared: shared holds among Holds
 	FenceInversions                    int // -mode shared: see analyzeShared
+	Rejected                           int // -mode multi: stale fenced writes the resource turned away
 }
 
 func (s summary) ok() bool {
@@ -269,6 +284,10 @@ func analyze(holds []hold, limit int) summary {
 }
 
 func (s summary) print(w io.Writer, cfg config) {
+	if cfg.Mode == "multi" {
+		s.printMulti(w, cfg)
+		return
+	}
 	verdict := "OK"
 	if !s.ok() {
 		verdict = "FAILED"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -105,4 +106,51 @@ func TestTheSharedAnalysisFindsAnExclusiveWithOthers(t *testing.T) {
 	require.Equal(t, 1, s.RepeatedFences)
 	require.Equal(t, 2, s.FenceInversions, "a writer whose fence is not above those of the writer (6) and the reader (7) before it")
 	require.False(t, s.ok())
+}
+
+func TestMultiNeverTwoInsideOneName(t *testing.T) {
+	d := 3 * time.Second
+	if *soak > 0 {
+		d = *soak
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cfg := config{
+		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 1, Duration: d,
+		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
+		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture-multi",
+		Mode: "multi", Names: 5,
+	}
+	s, err := run(cfg, exe)
+	require.NoError(t, err)
+	t.Logf("%+v", s)
+	require.Positive(t, s.Holds)
+	require.Zero(t, s.Violations, "two holders inside one name at once")
+	require.Zero(t, s.RepeatedFences)
+	require.True(t, s.ok())
+}
+
+func TestTheMultiAnalysisFindsTwoInsideOneName(t *testing.T) {
+	holds := []hold{
+		{Names: []string{"a", "b"}, Fences: []int64{1, 1}, From: 0, To: 10},
+		{Names: []string{"c"}, Fences: []int64{1}, From: 5, To: 15},          // another name: no overlap
+		{Names: []string{"b", "c"}, Fences: []int64{2, 2}, From: 15, To: 20}, // touches both: not an overlap
+	}
+	s := analyzeMulti(holds)
+	require.Zero(t, s.Violations)
+	require.Equal(t, 1, s.MaxInside)
+	holds = append(holds, hold{Names: []string{"d", "a"}, Fences: []int64{1, 1}, From: 9, To: 12})
+	s = analyzeMulti(holds)
+	require.Equal(t, 1, s.Violations, "a held twice from 9 to 10")
+	require.Equal(t, 1, s.RepeatedFences, "a's fence 1 twice")
+	require.False(t, s.ok())
+}
+
+func TestModeFlag(t *testing.T) {
+	cfg, err := parseFlags([]string{"-mode", "multi", "-names", "4"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "multi", cfg.Mode)
+	require.Equal(t, 4, cfg.Names)
+	_, err = parseFlags([]string{"-mode", "nope"}, io.Discard)
+	require.ErrorContains(t, err, `-mode "nope"`)
 }

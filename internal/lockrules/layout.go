@@ -105,3 +105,23 @@ func HashTag(key string) string {
 	}
 	return ""
 }
+
+// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag, or of the whole key when it has none, modulo 16384.
+func Slot(key string) int {
+	if tag := HashTag(key); tag != "" {
+		key = tag
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % 16384)
+}

@@ -32,3 +32,12 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("HashTag = %q", tag)
 	}
 }
+
+func TestSlotIsRedisClusterKeyslot(t *testing.T) {
+	// CLUSTER KEYSLOT's answers for these keys.
+	for key, slot := range map[string]int{"foo": 12182, "bar": 5061, "123456789": 12739, "lock:{foo}": 12182, "lock:{foo}:fence": 12182} {
+		if got := lockrules.Slot(key); got != slot {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, slot)
+		}
+	}
+}

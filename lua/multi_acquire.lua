@@ -1,0 +1,78 @@
+-- multi_acquire: take every lock key given, or none, with a fencing token
+-- for each. AcquireMulti runs it once on one server, or once per hash slot
+-- on a cluster (see multi.go). It neither reads nor joins the waiters'
+-- queues of acquire.lua: a multi lock does not queue.
+-- KEYS[1..n]     the lock keys (in one hash slot on a cluster)
+-- KEYS[n+1..2n]  with ARGV[3] = '1': their fence counters, in the same order
+-- ARGV[1]  the caller's token (what each key holds: the token, then any
+--          metadata, as for acquire.lua)
+-- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  '1': take a fence per key (as acquire.lua: the counter's next
+--          value, raised to the server's TIME in microseconds); '0': none
+-- Returns  {1, f1, ..., fn}  acquired; fi is KEYS[i]'s fence (0 without
+--                            ARGV[3] = '1'). A key that already holds
+--                            ARGV[1] (a retried command whose first reply
+--                            was lost) counts as free.
+--          {0, i, pttl}      KEYS[i] is held by someone else, for pttl ms
+--                            more (-1: no expiry); nothing was set
+--          an error          WRONGTYPE when a key holds a non-string value,
+--                            or a counter's error; nothing is left set
+local token, ttl = ARGV[1], ARGV[2]
+local fenced = ARGV[3] == '1'
+local n = #KEYS
+if fenced then
+  n = n / 2
+end
+-- Look at every key before setting any: all or none.
+for i = 1, n do
+  local value = redis.pcall('GET', KEYS[i])
+  if type(value) == 'table' and value.err then
+    if string.find(value.err, 'WRONGTYPE', 1, true) then
+      return redis.error_reply('WRONGTYPE the lock key ' .. KEYS[i] .. ' holds a value that is not a lock')
+    end
+    return value
+  end
+  if value and value ~= token then
+    return {0, i, redis.call('PTTL', KEYS[i])}
+  end
+end
+for i = 1, n do
+  redis.call('SET', KEYS[i], token, 'PX', ttl)
+end
+local reply = {1}
+if not fenced then
+  for i = 1, n do
+    reply[i + 1] = 0
+  end
+  return reply
+end
+-- A failed acquire must leave nothing held.
+local function undo(err)
+  for i = 1, n do
+    redis.call('DEL', KEYS[i])
+  end
+  return err
+end
+local now = redis.pcall('TIME')
+if type(now) == 'table' and now.err then
+  return undo(redis.error_reply('ERR a fence needs the server clock (TIME), which this user may not read: ' .. now.err))
+end
+local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
+for i = 1, n do
+  local counter = KEYS[n + i]
+  local fence = redis.pcall('INCR', counter)
+  if type(fence) == 'table' and fence.err then
+    return undo(fence)
+  end
+  if fence < 1 then
+    return undo(redis.error_reply('ERR the fence counter ' .. counter .. ' gave ' .. fence .. ', not a positive number'))
+  end
+  -- Fences never go backwards (see acquire.lua): a counter below the
+  -- server's clock in microseconds is raised to it.
+  if fence < micros then
+    redis.call('SET', counter, string.format('%d', micros))
+    fence = micros
+  end
+  reply[i + 1] = fence
+end
+return reply
