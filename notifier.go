@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,7 +21,10 @@ type notifier struct {
 	mu      sync.Mutex
 	pubsub  *redis.PubSub // one connection (not sharded)
 	reading chan struct{} // closed when the reader exits
-	subs    map[string]*subscription
+	// subs: every subscription to a channel. Rooms of one key may share
+	// a channel (an Acquire waiter's room and an AcquireMulti waiter's
+	// both hear the lock's releases): each announcement wakes them all.
+	subs map[string][]*subscription
 }
 
 // subscription is a room's: the lock's shared channel and, for a room
@@ -36,7 +40,7 @@ type subscription struct {
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	_, sharded := rdb.(*redis.ClusterClient)
-	return &notifier{rdb: rdb, sharded: sharded, subs: map[string]*subscription{}}
+	return &notifier{rdb: rdb, sharded: sharded, subs: map[string][]*subscription{}}
 }
 
 func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
@@ -44,7 +48,7 @@ func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	defer n.mu.Unlock()
 	sub := &subscription{channels: channels, room: room, ready: make(chan struct{})}
 	for _, channel := range channels {
-		n.subs[channel] = sub
+		n.subs[channel] = append(n.subs[channel], sub)
 	}
 	ctx := context.Background()
 	if n.sharded {
@@ -67,14 +71,17 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	var closing *redis.PubSub
 	var done chan struct{}
-	// Channels a newer room of the same lock subscribed meanwhile stay
-	// with it (sharded: we close only our own connection).
+	// A channel another room still listens to stays subscribed
+	// (sharded: we close only our own connection).
 	var ours []string
 	for _, channel := range sub.channels {
-		if n.subs[channel] == sub {
-			delete(n.subs, channel)
-			ours = append(ours, channel)
+		others := slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
+		if len(others) > 0 {
+			n.subs[channel] = others
+			continue
 		}
+		delete(n.subs, channel)
+		ours = append(ours, channel)
 	}
 	switch {
 	case n.sharded:
@@ -122,29 +129,38 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 			continue
 		}
 		n.mu.Lock()
-		sub := n.subs[channel]
-		n.mu.Unlock()
-		if sub == nil {
-			continue
-		}
-		if confirmed {
-			// The server confirms a subscription's channels in order:
-			// the last one confirmed, every one is.
-			if channel == sub.channels[len(sub.channels)-1] {
-				select {
-				case <-sub.ready:
-				default:
-					close(sub.ready)
-				}
+		for _, sub := range n.subs[channel] {
+			// Sharded, each subscription has a connection of its own and
+			// hears its own confirmations and messages.
+			if !n.sharded || sub.pubsub == ps {
+				sub.deliver(channel, payload, confirmed)
 			}
-			continue
 		}
-		if !sub.room.wants(payload) {
-			continue // handed to a waiter of another process
+		n.mu.Unlock()
+	}
+}
+
+// deliver passes a message (or the confirmation of a channel) of one of
+// its channels to the subscription's room. It never blocks: the notifier
+// calls it under its mutex.
+func (sub *subscription) deliver(channel, payload string, confirmed bool) {
+	if confirmed {
+		// The server confirms a subscription's channels in order: the
+		// last one confirmed, every one is.
+		if channel == sub.channels[len(sub.channels)-1] {
+			select {
+			case <-sub.ready:
+			default:
+				close(sub.ready)
+			}
 		}
-		select {
-		case sub.room.released <- struct{}{}:
-		default:
-		}
+		return
+	}
+	if !sub.room.wants(payload) {
+		return // handed to a waiter of another process
+	}
+	select {
+	case sub.room.released <- struct{}{}:
+	default:
 	}
 }
