@@ -96,7 +96,7 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	}
 	defer c.calls.exit()
 	c.checkServer(ctx, o)
-	a := multiAcquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: names[0], what: "acquire multi", start: time.Now()}}
+	a := multiAcquisition{roomCall: roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: names[0], what: "acquire multi", start: time.Now()}, rooms: &c.semaphores}}
 	a.init(m)
 	defer a.close()
 	return a.run()
@@ -353,12 +353,10 @@ func (l *Lock) lostName() string {
 
 // multiAcquisition is one AcquireMulti call.
 type multiAcquisition struct {
-	call
-	m *multiRef
-	// room: this Client's listeners to the release announcements of the
-	// name that kept the last attempt out (see semRooms); nil until the
-	// first wait.
-	room    *semRoom
+	// roomCall's room: this Client's listeners to the release
+	// announcements of the name that kept the last attempt out.
+	roomCall
+	m       *multiRef
 	blocker string // the name found held by the last attempt
 	fences  []int64
 }
@@ -373,42 +371,6 @@ func (a *multiAcquisition) init(m *multiRef) {
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
 	a.capWait(false)
-}
-
-func (a *multiAcquisition) run() (*Lock, error) {
-	for {
-		var woken <-chan struct{}
-		if a.room != nil {
-			woken = a.room.wakeup() // before the attempt: a release after it wakes us
-		}
-		acquired, err := a.attempt()
-		switch {
-		case err != nil:
-			return a.fail(err)
-		case acquired:
-			return a.succeed()
-		case !a.waits:
-			return a.fail(a.heldError())
-		}
-		if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
-			return a.fail(a.heldError())
-		}
-		if key := a.m.keys[a.m.index[a.blocker]]; a.room == nil || a.room.key != key {
-			// Hear the releases of the name that kept us out from now
-			// on, then look again at once: one may have passed before
-			// the subscription was confirmed. Only the first name found
-			// held matters: the attempt goes no further.
-			if a.room != nil {
-				a.c.semaphores.leave(a.room)
-			}
-			a.room = a.c.semaphores.enter(a.c, key, lockrules.Released(key))
-			a.room.ready(a.ctx, a.nextWake())
-			continue
-		}
-		if _, why := a.waitUntil(a.nextWake(), woken); why != nil {
-			return a.fail(a.stopped(why))
-		}
-	}
 }
 
 // attempt takes the names group by group, under a token of its own (a late
@@ -533,14 +495,6 @@ func (a *multiAcquisition) succeed() (*Lock, error) {
 	return a.l, nil
 }
 
-// close leaves the room, and undoes what the call leaves (see call.close).
-func (a *multiAcquisition) close() {
-	if a.room != nil {
-		a.c.semaphores.leave(a.room)
-	}
-	a.call.close()
-}
-
 // nextWake is when to look again without a release heard: the end of the
 // strategy's wait, or when the holder's lease of the name that kept us
 // out ends, whichever comes first.
@@ -550,6 +504,15 @@ func (a *multiAcquisition) nextWake() time.Time {
 		wake = a.holderEnds
 	}
 	return wake
+}
+
+func (a *multiAcquisition) run() (*Lock, error) { return a.runIn(a) }
+
+// listen: the releases of the name that kept the last attempt out. Only
+// the first name found held matters: the attempt goes no further.
+func (a *multiAcquisition) listen() (key, channel string) {
+	key = a.m.keys[a.m.index[a.blocker]]
+	return key, lockrules.Released(key)
 }
 
 // describe names the call in errors: its first name and how many more.

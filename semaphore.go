@@ -71,7 +71,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 	defer c.calls.exit()
 	sem := *o
 	sem.semLimit = limit
-	a := semAcquisition{call: call{c: c, ctx: ctx, parent: ctx, o: &sem, name: name, what: "acquire semaphore", start: time.Now()}}
+	a := semAcquisition{roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: &sem, name: name, what: "acquire semaphore", start: time.Now()}, rooms: &c.semaphores}}
 	a.init(names[:keyLen])
 	defer a.close()
 	return a.run()
@@ -79,8 +79,7 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 
 // semAcquisition is one AcquireSemaphore call.
 type semAcquisition struct {
-	call
-	room *semRoom // this Client's waiters on the name; nil until the first wait
+	roomCall // its room: this Client's waiters on the name
 }
 
 func (a *semAcquisition) init(key string) {
@@ -98,37 +97,6 @@ func (a *semAcquisition) init(key string) {
 	a.waits = a.patience.mayWait()
 	r.waiting = a.waits
 	a.capWait(false)
-}
-
-func (a *semAcquisition) run() (*Lock, error) {
-	for {
-		var woken <-chan struct{}
-		if a.room != nil {
-			woken = a.room.wakeup() // before the attempt: a release after it wakes us
-		}
-		acquired, err := a.attempt()
-		switch {
-		case err != nil:
-			return a.fail(err)
-		case acquired:
-			return a.succeed()
-		case !a.waits:
-			return a.fail(a.heldError())
-		}
-		if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
-			return a.fail(a.heldError())
-		}
-		if a.room == nil {
-			// Hear releases from now on, then look again at once: one
-			// may have passed before the subscription was confirmed.
-			a.room = a.c.semaphores.enter(a.c, a.l.ref.key, lockrules.Released(a.l.ref.key))
-			a.room.ready(a.ctx, a.nextWake())
-			continue
-		}
-		if err := a.pause(woken); err != nil {
-			return a.fail(err)
-		}
-	}
 }
 
 // attempt sends one attempt and records its verdict.
@@ -199,15 +167,6 @@ func (a *semAcquisition) succeed() (*Lock, error) {
 	return a.l, nil
 }
 
-// close leaves this Client's room, and undoes what the call leaves (see
-// call.close).
-func (a *semAcquisition) close() {
-	if a.room != nil {
-		a.c.semaphores.leave(a.room)
-	}
-	a.call.close()
-}
-
 // nextWake is when to look again without a release heard: the end of the
 // strategy's wait, the queue's refresh (which keeps our place), or the
 // first holder's lease end, whichever comes first.
@@ -222,13 +181,11 @@ func (a *semAcquisition) nextWake() time.Time {
 	return wake
 }
 
-// pause waits until nextWake, a release is heard, ctx ends or the Client
-// closes.
-func (a *semAcquisition) pause(woken <-chan struct{}) error {
-	if _, why := a.waitUntil(a.nextWake(), woken); why != nil {
-		return a.stopped(why)
-	}
-	return nil
+func (a *semAcquisition) run() (*Lock, error) { return a.runIn(a) }
+
+// listen: a semaphore's waiters hear every release of a slot.
+func (a *semAcquisition) listen() (key, channel string) {
+	return a.l.ref.key, lockrules.Released(a.l.ref.key)
 }
 
 func (a *semAcquisition) heldError() error {

@@ -59,7 +59,7 @@ func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option)
 	defer c.calls.exit()
 	shared := *o
 	shared.shared = true
-	a := sharedAcquisition{call: call{c: c, ctx: ctx, parent: ctx, o: &shared, name: name, what: "acquire shared", start: time.Now()}}
+	a := sharedAcquisition{roomCall: roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: &shared, name: name, what: "acquire shared", start: time.Now()}, rooms: &c.shared}}
 	a.init(names[:keyLen])
 	defer a.close()
 	return a.run()
@@ -67,10 +67,9 @@ func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option)
 
 // sharedAcquisition is one AcquireShared call.
 type sharedAcquisition struct {
-	call
-	room    *semRoom // this Client's shared waiters on the name; nil until the first wait
-	held    bool     // an attempt found the name held by someone else
-	claimMs int64    // how long a shared waiter let in with us has to claim its share
+	roomCall       // its room: this Client's shared waiters on the name
+	held     bool  // an attempt found the name held by someone else
+	claimMs  int64 // how long a shared waiter let in with us has to claim its share
 }
 
 func (a *sharedAcquisition) init(key string) {
@@ -92,38 +91,6 @@ func (a *sharedAcquisition) init(key string) {
 	a.waits = a.patience.mayWait()
 	r.waiting = a.waits
 	a.capWait(false)
-}
-
-func (a *sharedAcquisition) run() (*Lock, error) {
-	for {
-		var woken <-chan struct{}
-		if a.room != nil {
-			woken = a.room.wakeup() // before the attempt: a hand-over after it wakes us
-		}
-		acquired, err := a.attempt()
-		switch {
-		case err != nil:
-			return a.fail(err)
-		case acquired:
-			return a.succeed()
-		case !a.waits:
-			return a.fail(a.heldError())
-		}
-		if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
-			return a.fail(a.heldError())
-		}
-		if a.room == nil {
-			// Hear hand-overs to this Client's shared waiters from now
-			// on, then look again at once: one may have passed before
-			// the subscription was confirmed.
-			a.room = a.c.shared.enter(a.c, a.l.ref.key, handoverChannel(a.l.ref.key, a.c.rooms().sharedTag))
-			a.room.ready(a.ctx, a.nextWake())
-			continue
-		}
-		if _, why := a.waitUntil(a.nextWake(), woken); why != nil {
-			return a.fail(a.stopped(why))
-		}
-	}
 }
 
 // attempt sends one attempt and records its verdict.
@@ -182,15 +149,6 @@ func (a *sharedAcquisition) succeed() (*Lock, error) {
 	return a.l, nil
 }
 
-// close leaves this Client's room, and undoes what the call leaves (see
-// call.close).
-func (a *sharedAcquisition) close() {
-	if a.room != nil {
-		a.c.shared.leave(a.room)
-	}
-	a.call.close()
-}
-
 // nextWake is when to look again without a hand-over heard: the end of
 // the strategy's wait, the queue's refresh (which keeps our place, and
 // finds an exclusive waiter ahead of us gone), or the holder's lease end,
@@ -204,6 +162,14 @@ func (a *sharedAcquisition) nextWake() time.Time {
 		wake = a.holderEnds
 	}
 	return wake
+}
+
+func (a *sharedAcquisition) run() (*Lock, error) { return a.runIn(a) }
+
+// listen: a shared waiter hears the hand-overs to this Client's shared
+// waiters (see sharedTag).
+func (a *sharedAcquisition) listen() (key, channel string) {
+	return a.l.ref.key, handoverChannel(a.l.ref.key, a.c.rooms().sharedTag)
 }
 
 func (a *sharedAcquisition) heldError() error {
