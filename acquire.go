@@ -301,6 +301,9 @@ func (a *call) failed(err error) error {
 		// just failed.
 		a.inQueue = false
 	}
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		err = wrongTypeError{err}
+	}
 	return fmt.Errorf("redislock: %s %q: %w", a.what, a.name, err)
 }
 

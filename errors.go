@@ -38,11 +38,16 @@ var (
 	// cause of the contexts of the locks that Close released.
 	ErrClosed = errors.New("redislock: client closed")
 
-	// ErrNotALock is returned by Client.Inspect and Client.Break when the
-	// lock's key (or its fence counter, or its waiters' queue) holds a
-	// value of another type: someone else's data under the lock's name,
-	// not a lock. (Acquire, Extend and Release report such a key with
-	// Redis' WRONGTYPE error, wrapped, as before.)
+	// ErrNotALock is matched by the errors of Client.Inspect and
+	// Client.Break when the lock's key (or its fence counter, or its
+	// waiters' queue) holds a value of another type: someone else's data
+	// under the lock's name, not a lock. Acquire, AcquireShared,
+	// AcquireMulti, AcquireSemaphore and Elect fail with an error that
+	// matches it too when a key they need holds another type, including a
+	// lock of another kind under the same name (a semaphore where a lock
+	// is asked for, or the other way round); that error wraps Redis'
+	// WRONGTYPE error. (Extend and Release of a lock whose key was
+	// overwritten report ErrNotHeld: the lock is gone.)
 	ErrNotALock = errors.New("redislock: not a lock")
 
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty

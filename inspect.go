@@ -179,6 +179,16 @@ type notALockError string
 func (e notALockError) Error() string        { return string(e) }
 func (e notALockError) Is(target error) bool { return target == ErrNotALock }
 
+// wrongTypeError is Redis' WRONGTYPE error met by an acquire call: a key of
+// the lock holds a value of another type (someone else's data, or a lock of
+// another kind under the same name: a semaphore where a lock was asked
+// for). It matches ErrNotALock, and Redis' error stays in the chain.
+type wrongTypeError struct{ err error }
+
+func (e wrongTypeError) Error() string        { return e.err.Error() }
+func (e wrongTypeError) Unwrap() error        { return e.err }
+func (e wrongTypeError) Is(target error) bool { return target == ErrNotALock }
+
 // leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
 // and a lease about to end (0) to 1ms, so that a held lock never reports
 // the TTL of a free one.

@@ -218,12 +218,19 @@ func TestWrongTypeKeyIsAnErrorNotALock(t *testing.T) {
 		_, err := c.Acquire(ctx, "job")
 		require.Error(t, err)
 		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
-		require.Contains(t, err.Error(), "WRONGTYPE")
+		require.ErrorIs(t, err, redislock.ErrNotALock)
+		require.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "Redis' own error is still in the chain: %v", err)
 		// A waiter reads the key first: the same error, and no waiting.
 		_, err = c.Acquire(ctx, "job", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
 		require.Error(t, err)
 		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
-		require.Contains(t, err.Error(), "WRONGTYPE")
+		require.ErrorIs(t, err, redislock.ErrNotALock)
+		require.True(t, redis.HasErrorPrefix(err, "WRONGTYPE"), "Redis' own error is still in the chain: %v", err)
+
+		// A campaign ends with the same error: it is an answer, not an
+		// outage to campaign through.
+		err = c.Elect(ctx, "job", func(context.Context) error { return nil })
+		require.ErrorIs(t, err, redislock.ErrNotALock)
 
 		// A fence counter that is not a number leaves nothing held.
 		require.NoError(t, b.rdb.Set(ctx, "lock:{other}:fence", "not-a-number", 0).Err())

@@ -224,6 +224,7 @@ func TestAcquireMulti(t *testing.T) {
 			require.NoError(t, b.rdb.LPush(ctx, "lock:{type:b}", "x").Err())
 			_, err := redislock.New(b.rdb, quiet).AcquireMulti(ctx, []string{"type:a", "type:b"})
 			require.ErrorContains(t, err, "WRONGTYPE")
+			require.ErrorIs(t, err, redislock.ErrNotALock)
 			require.NotErrorIs(t, err, redislock.ErrNotAcquired)
 			require.Zero(t, b.rdb.Exists(ctx, "lock:{type:a}").Val())
 		})
