@@ -45,6 +45,15 @@ run go test -run '^$' -bench '^(BenchmarkContended|BenchmarkContendedProcesses|B
 run go test -run '^$' -bench '^BenchmarkStorm$' -benchtime 1x -count "$COUNT" -timeout 60m .
 # Watchdog: one op is the whole scenario (10,000 locks held for 10 s).
 run go test -run '^$' -bench '^BenchmarkWatchdog$' -benchtime 1x -count "$COUNT" -timeout 60m .
+# The fenced cycle against a hand-written clock-raised fence (interleaved
+# rounds), Inspect, and the lock family's cycles beside their raw baselines.
+run go test -run '^$' -bench '^BenchmarkClockFencing$' -benchtime 40x -count "$COUNT" -timeout 60m .
+run go test -run '^$' -bench '^(BenchmarkInspect|BenchmarkMultiUncontended|BenchmarkSemaphoreUncontended|BenchmarkSharedUncontended)$' \
+  -benchmem -count "$COUNT" -timeout 60m .
+run go test -run '^$' -bench '^(BenchmarkMultiContended|BenchmarkSemaphoreContended)$' -benchtime 2000x -count "$COUNT" -timeout 60m .
+run go test -run '^$' -bench '^BenchmarkSharedWriterWait$' -benchtime 200x -count "$COUNT" -timeout 60m .
+# Leader election's handover, in the core module (one op is one handover).
+run go -C .. test -run '^$' -bench '^BenchmarkElectHandover$' -benchtime 2000x -count "$COUNT" -timeout 60m .
 
 go tool benchstat "$OUT/bench.txt" > "$OUT/benchstat.txt"
 go run ./cmd/chart -in "$OUT/bench.txt" -out "$OUT/handoff.svg"
