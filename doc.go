@@ -52,6 +52,10 @@
 // Cluster slot by slot, in one global order, so that overlapping sets
 // never deadlock.
 //
+// Each has its RunWithLock: [Client.RunWithSharedLock],
+// [Client.RunWithSemaphore] and [Client.RunWithLockMulti] run a function
+// under the hold and give it back whatever the function does.
+//
 // A [Client] is safe for concurrent use and should be shared; Close it on
 // shutdown so that its locks pass to other instances at once. A [Lock] is
 // safe for concurrent use, is not tied to the goroutine that acquired it,

@@ -352,6 +352,30 @@ func ExampleClient_AcquireSemaphore() {
 	// second still ours: true
 }
 
+func ExampleClient_RunWithSemaphore() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	// An export runs in one of 2 slots; the slot is given back when the
+	// function returns, and the function's context ends if it is lost.
+	export := func(ctx context.Context) error {
+		slot, _ := redislock.LockFromContext(ctx)
+		fmt.Println("exporting in a slot of", slot.Name())
+		// The other slot is free: a second export runs beside this one.
+		err := locker.RunWithSemaphore(ctx, "exports", 2, func(context.Context) error { return nil })
+		fmt.Println("a second export runs beside it:", err == nil)
+		return nil
+	}
+	err := locker.RunWithSemaphore(ctx, "exports", 2, export)
+	fmt.Println("done:", err)
+	// Output:
+	// exporting in a slot of exports
+	// a second export runs beside it: true
+	// done: <nil>
+}
+
 func ExampleClient_AcquireShared() {
 	rdb, stop := exampleRedis()
 	defer stop()

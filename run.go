@@ -83,3 +83,56 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 	}()
 	return fn(runCtx)
 }
+
+// RunWithSharedLock is RunWithLock for a reader: it takes a shared hold of
+// the lock called name (see AcquireShared), runs fn while holding it, and
+// gives the share back. Other shared holders may run at the same time; an
+// exclusive holder (Acquire, RunWithLock) may not. fn's context, the
+// release and the errors are RunWithLock's, with AcquireShared's errors
+// when fn did not run; WithFailOpen is refused (ErrInvalidArgument).
+func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for shared lock %q", name)
+	}
+	l, err := c.AcquireShared(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// RunWithSemaphore is RunWithLock for a semaphore: it takes one of the
+// limit slots of the semaphore called name (see AcquireSemaphore), runs fn
+// while holding it, and gives the slot back. fn's context, the release and
+// the errors are RunWithLock's, with AcquireSemaphore's errors when fn did
+// not run (ErrNotAcquired when every slot is held, ErrLimitMismatch when
+// the holders use another limit); WithFailOpen is refused
+// (ErrInvalidArgument).
+func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for semaphore %q", name)
+	}
+	l, err := c.AcquireSemaphore(ctx, name, limit, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// RunWithLockMulti is RunWithLock for several names at once: it takes all
+// of names (see AcquireMulti), runs fn while holding them, and releases
+// them. fn's context is cancelled when any name is lost;
+// LockFromContext(ctx).FenceOf gives each name's fence, FenceFromContext
+// the first name's. The release and the errors are RunWithLock's, with
+// AcquireMulti's errors when fn did not run; WithFailOpen is refused
+// (ErrInvalidArgument).
+func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for locks %q", names)
+	}
+	l, err := c.AcquireMulti(ctx, names, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
