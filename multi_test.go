@@ -330,6 +330,27 @@ func TestAcquireMultiOnCluster(t *testing.T) {
 		})
 	}
 
+	t.Run("RunWithLockMulti over every primary: every name held while fn runs, all released after", func(t *testing.T) {
+		flush(t)
+		names := namesOnEachPrimary(t, cluster, "run")
+		c := redislock.New(rdb, quiet, redislock.WithFencing())
+		err := c.RunWithLockMulti(ctx, names, func(ctx context.Context) error {
+			l, ok := redislock.LockFromContext(ctx)
+			require.True(t, ok)
+			for _, name := range names {
+				require.Equal(t, l.Token(), rdb.Get(ctx, "lock:{"+name+"}").Val(), name)
+				fence, ok := l.FenceOf(name)
+				require.True(t, ok)
+				require.Positive(t, fence)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		for _, name := range names {
+			require.Zero(t, rdb.Exists(ctx, "lock:{"+name+"}").Val(), name)
+		}
+	})
+
 	t.Run("names over every primary, two sharing a slot: taken, fenced, extended and released together", func(t *testing.T) {
 		flush(t)
 		names := append(namesOnEachPrimary(t, cluster, "spread"), siblingNames(t, clusterSlot("lock:{spread:0}"), 2)...)
