@@ -75,15 +75,16 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	return a.run()
 }
 
-// call is what an Acquire and an AcquireSemaphore call keep alike, from
-// the first attempt to the verdict, and the steps they take alike.
+// call is what every acquire call (Acquire, and the roomCall kinds:
+// AcquireSemaphore, AcquireShared, AcquireMulti) keeps alike, from the
+// first attempt to the verdict, and the steps they take alike.
 type call struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
 	parent context.Context // the caller's: the lock's context gets its values
 	o      *options
 	name   string
-	what   string // "acquire" or "acquire semaphore", for errors
+	what   string // "acquire", "acquire semaphore"..., for errors
 	l      *Lock  // built up front: its commands are prepared once for every attempt
 	start  time.Time
 

@@ -378,13 +378,8 @@ func (a *multiAcquisition) init(m *multiRef) {
 // one's keys); when a group finds a name held, it gives back what the
 // groups before took, and records who kept it out.
 func (a *multiAcquisition) attempt() (bool, error) {
-	if err := a.ctx.Err(); err != nil {
-		return false, a.stopped(err)
-	}
-	a.attempts++
-	a.sent = time.Now()
-	if a.attempts == 1 {
-		a.sent = a.start // the lease counted from before: the safe side
+	if err := a.begin(a); err != nil {
+		return false, err
 	}
 	ref := &a.l.ref
 	ref.token = valueOf(rand.Text(), a.o.metadata)
@@ -417,10 +412,7 @@ func (a *multiAcquisition) attempt() (bool, error) {
 		if !took {
 			a.giveBack(gi)
 			a.blocker = a.m.names[g.from+heldAt]
-			a.holderEnds = time.Time{}
-			if holder > 0 {
-				a.holderEnds = time.Now().Add(holder)
-			}
+			a.heldFor(holder)
 			return false, nil
 		}
 	}
@@ -474,37 +466,18 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 	return false, 0, 0, bad
 }
 
-// failed is call.failed, and when ctx has ended, why the wait stopped.
-func (a *multiAcquisition) failed(err error) error {
-	err = a.call.failed(err)
-	if a.ctx.Err() != nil {
-		return join(a.stopped(a.ctx.Err()), err)
-	}
-	return err
-}
+func (a *multiAcquisition) failed(err error) error { return a.failedIn(a, err) }
 
-// succeed hands out the Lock, unless the reply came after the lease's
-// safe deadline (then every name is given back).
+// succeed hands out the Lock (every name given back when the reply came
+// after the lease's safe deadline), its fence the first name's.
 func (a *multiAcquisition) succeed() (*Lock, error) {
-	if err := a.handOut(); err != nil {
-		return a.fail(err)
-	}
 	a.m.fences = a.fences
-	a.l.start(a.parent, a.fences[a.m.index[a.m.first]], a.sent, nil)
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
-	return a.l, nil
+	a.fence = a.fences[a.m.index[a.m.first]]
+	return a.roomCall.succeed()
 }
 
-// nextWake is when to look again without a release heard: the end of the
-// strategy's wait, or when the holder's lease of the name that kept us
-// out ends, whichever comes first.
-func (a *multiAcquisition) nextWake() time.Time {
-	wake := a.patience.end
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake = a.holderEnds
-	}
-	return wake
-}
+// nextWake: a multi waiter has no place in a queue to refresh.
+func (a *multiAcquisition) nextWake() time.Time { return a.wakeAt(false) }
 
 func (a *multiAcquisition) run() (*Lock, error) { return a.runIn(a) }
 

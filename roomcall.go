@@ -1,6 +1,10 @@
 package redislock
 
-import "time"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // roomCall is a call that waits in one of its Client's semRooms, woken by
 // the announcements of one key: AcquireSemaphore, AcquireShared and
@@ -63,6 +67,87 @@ func (a *roomCall) runIn(kind roomAttempts) (*Lock, error) {
 			return a.fail(kind.stopped(why))
 		}
 	}
+}
+
+// begin counts an attempt about to be sent and dates it: the lease is
+// counted from its sending (the first one's from the call's start: the
+// safe side). An ended ctx stops the call instead.
+func (a *roomCall) begin(kind roomAttempts) error {
+	if err := a.ctx.Err(); err != nil {
+		return kind.stopped(err)
+	}
+	a.attempts++
+	a.sent = time.Now()
+	if a.attempts == 1 {
+		a.sent = a.start
+	}
+	return nil
+}
+
+// record reads the reply of a one-key attempt (a semaphore's or a shared
+// hold's script): taken, held by others (then when their lease ends), or
+// an error, which the caller words. A taken attempt that WithReplicaAck
+// could not confirm is an error, and the janitor gives it back.
+func (a *roomCall) record(cmd *redis.Cmd, ackErr error) (acquired bool, err error) {
+	acquired, fence, holder, err := parseAcquire(cmd, a.o.fencing)
+	if err == nil && acquired && ackErr != nil {
+		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), false)
+		acquired, err = false, ackErr
+	}
+	switch {
+	case err != nil:
+		return false, err
+	case acquired:
+		a.inQueue, a.fence = false, fence
+		return true, nil
+	}
+	a.inQueue = a.waits
+	a.heldFor(holder)
+	return false, nil
+}
+
+// heldFor notes how long the holder that kept the last attempt out still
+// holds (0: unknown).
+func (a *roomCall) heldFor(holder time.Duration) {
+	a.holderEnds = time.Time{}
+	if holder > 0 {
+		a.holderEnds = time.Now().Add(holder)
+	}
+}
+
+// failedIn is call.failed, and when ctx has ended, why the wait stopped.
+func (a *roomCall) failedIn(kind roomAttempts, err error) error {
+	err = a.call.failed(err)
+	if a.ctx.Err() != nil {
+		return join(kind.stopped(a.ctx.Err()), err)
+	}
+	return err
+}
+
+// succeed hands out the Lock with the fence the last attempt took, unless
+// the reply came after the lease's safe deadline (then the hold is given
+// back).
+func (a *roomCall) succeed() (*Lock, error) {
+	if err := a.handOut(); err != nil {
+		return a.fail(err)
+	}
+	a.l.start(a.parent, a.fence, a.sent, nil)
+	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	return a.l, nil
+}
+
+// wakeAt is when to look again without an announcement heard: the end of
+// the strategy's wait, the holder's lease end, and, for a call queued on
+// the server, the refresh that keeps its place, whichever comes first.
+func (a *roomCall) wakeAt(queued bool) time.Time {
+	wake := a.patience.end
+	if refresh := a.sent.Add(queueRefresh); queued && refresh.Before(wake) {
+		wake = refresh
+	}
+	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
+		wake = a.holderEnds
+	}
+	return wake
 }
 
 // close leaves the room, and undoes what the call leaves (see call.close).

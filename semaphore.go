@@ -101,13 +101,8 @@ func (a *semAcquisition) init(key string) {
 
 // attempt sends one attempt and records its verdict.
 func (a *semAcquisition) attempt() (bool, error) {
-	if err := a.ctx.Err(); err != nil {
-		return false, a.stopped(err)
-	}
-	a.attempts++
-	a.sent = time.Now()
-	if a.attempts == 1 {
-		a.sent = a.start // the lease counted from before: the safe side
+	if err := a.begin(a); err != nil {
+		return false, err
 	}
 	ref := &a.l.ref
 	keys := []string{ref.key, semaphoreLimitKey(ref.key), ref.queueKey, ref.expiryKey}
@@ -119,25 +114,11 @@ func (a *semAcquisition) attempt() (bool, error) {
 		wait = strconv.FormatInt(queueHold.Milliseconds(), 10)
 	}
 	store := a.c.store.(singleStore)
-	cmd, ackErr := runScript(a.ctx, store.rdb, a.o, semAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), a.o.semLimit, fenced, wait)
-	acquired, fence, holder, err := parseAcquire(cmd, a.o.fencing)
-	if err == nil && acquired && ackErr != nil {
-		a.c.janitor().add(ref, a.sent.Add(a.o.ttl), false)
-		acquired, err = false, ackErr
-	}
+	acquired, err := a.record(runScript(a.ctx, store.rdb, a.o, semAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), a.o.semLimit, fenced, wait))
 	if err != nil {
 		return false, a.failed(err)
 	}
-	if acquired {
-		a.inQueue, a.fence = false, fence
-		return true, nil
-	}
-	a.inQueue = a.waits
-	a.holderEnds = time.Time{}
-	if holder > 0 {
-		a.holderEnds = time.Now().Add(holder)
-	}
-	return false, nil
+	return acquired, nil
 }
 
 // failed turns an attempt's error into AcquireSemaphore's: a limit that
@@ -149,37 +130,10 @@ func (a *semAcquisition) failed(err error) error {
 		return fmt.Errorf("%w: semaphore %q: asked with limit %d, its holders use %s",
 			ErrLimitMismatch, a.name, a.o.semLimit, holders)
 	}
-	err = a.call.failed(err)
-	if a.ctx.Err() != nil {
-		return join(a.stopped(a.ctx.Err()), err)
-	}
-	return err
+	return a.failedIn(a, err)
 }
 
-// succeed hands out the Lock, unless the reply came after the lease's
-// safe deadline (then the slot is given back).
-func (a *semAcquisition) succeed() (*Lock, error) {
-	if err := a.handOut(); err != nil {
-		return a.fail(err)
-	}
-	a.l.start(a.parent, a.fence, a.sent, nil)
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
-	return a.l, nil
-}
-
-// nextWake is when to look again without a release heard: the end of the
-// strategy's wait, the queue's refresh (which keeps our place), or the
-// first holder's lease end, whichever comes first.
-func (a *semAcquisition) nextWake() time.Time {
-	wake := a.patience.end
-	if refresh := a.sent.Add(queueRefresh); refresh.Before(wake) {
-		wake = refresh
-	}
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake = a.holderEnds
-	}
-	return wake
-}
+func (a *semAcquisition) nextWake() time.Time { return a.wakeAt(true) }
 
 func (a *semAcquisition) run() (*Lock, error) { return a.runIn(a) }
 

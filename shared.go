@@ -95,13 +95,8 @@ func (a *sharedAcquisition) init(key string) {
 
 // attempt sends one attempt and records its verdict.
 func (a *sharedAcquisition) attempt() (bool, error) {
-	if err := a.ctx.Err(); err != nil {
-		return false, a.stopped(err)
-	}
-	a.attempts++
-	a.sent = time.Now()
-	if a.attempts == 1 {
-		a.sent = a.start // the lease counted from before: the safe side
+	if err := a.begin(a); err != nil {
+		return false, err
 	}
 	ref := &a.l.ref
 	keys := []string{ref.key, lockrules.Shared(ref.key), ref.queueKey, ref.expiryKey}
@@ -113,56 +108,17 @@ func (a *sharedAcquisition) attempt() (bool, error) {
 		wait = strconv.FormatInt(queueHold.Milliseconds(), 10)
 	}
 	store := a.c.store.(singleStore)
-	cmd, ackErr := runScript(a.ctx, store.rdb, a.o, sharedAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), fenced, wait, a.c.publish, a.claimMs)
-	acquired, fence, holder, err := parseAcquire(cmd, a.o.fencing)
-	if err == nil && acquired && ackErr != nil {
-		a.c.janitor().add(ref, a.sent.Add(a.o.ttl), false)
-		acquired, err = false, ackErr
-	}
+	acquired, err := a.record(runScript(a.ctx, store.rdb, a.o, sharedAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), fenced, wait, a.c.publish, a.claimMs))
 	if err != nil {
-		err = a.call.failed(err)
-		if a.ctx.Err() != nil {
-			err = join(a.stopped(a.ctx.Err()), err)
-		}
-		return false, err
+		return false, a.failedIn(a, err)
 	}
-	if acquired {
-		a.inQueue, a.fence = false, fence
-		return true, nil
-	}
-	a.held, a.inQueue = true, a.waits
-	a.holderEnds = time.Time{}
-	if holder > 0 {
-		a.holderEnds = time.Now().Add(holder)
-	}
-	return false, nil
+	a.held = a.held || !acquired
+	return acquired, nil
 }
 
-// succeed hands out the Lock, unless the reply came after the lease's
-// safe deadline (then the share is given back).
-func (a *sharedAcquisition) succeed() (*Lock, error) {
-	if err := a.handOut(); err != nil {
-		return a.fail(err)
-	}
-	a.l.start(a.parent, a.fence, a.sent, nil)
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
-	return a.l, nil
-}
-
-// nextWake is when to look again without a hand-over heard: the end of
-// the strategy's wait, the queue's refresh (which keeps our place, and
-// finds an exclusive waiter ahead of us gone), or the holder's lease end,
-// whichever comes first.
-func (a *sharedAcquisition) nextWake() time.Time {
-	wake := a.patience.end
-	if refresh := a.sent.Add(queueRefresh); refresh.Before(wake) {
-		wake = refresh
-	}
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake = a.holderEnds
-	}
-	return wake
-}
+// nextWake: the queue's refresh also finds an exclusive waiter ahead of
+// us gone (see roomCall.wakeAt).
+func (a *sharedAcquisition) nextWake() time.Time { return a.wakeAt(true) }
 
 func (a *sharedAcquisition) run() (*Lock, error) { return a.runIn(a) }
 
