@@ -58,17 +58,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
+// extendRequest is l's extension to ttl, for the store.
+func (l *Lock) extendRequest(ttl time.Duration) extendRequest {
+	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, multi: l.ref.multi}
+}
+
 // extendOnce sends one extension and records its outcome. The caller
 // holds l.extending.
 func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
-	var reply int64
-	var err error
-	if m := l.ref.multi; m != nil {
-		reply, err = l.client.store.(singleStore).extendMulti(ctx, l.opts, m, l.ref.token, ttl)
-	} else {
-		reply, err = l.client.store.extend(ctx, l.opts, l.ref.key, l.ref.token, ttl)
-	}
+	reply, err := l.client.store.extend(ctx, l.extendRequest(ttl))
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 

@@ -195,9 +195,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	switch {
 	case l.ref.multi != nil:
 		reply, err = l.client.store.(singleStore).pttlMulti(ctx, &l.ref)
-	case l.opts.semLimit > 0:
+	case l.ref.kind == semaphoreSlot:
 		reply, err = semPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key}, l.ref.token).Int64()
-	case l.opts.shared:
+	case l.ref.kind == sharedHold:
 		reply, err = sharedPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key, lockrules.Shared(l.ref.key)}, l.ref.token).Int64()
 	default:
 		reply, err = l.client.store.pttl(ctx, l.ref.key, l.ref.token)

@@ -52,7 +52,6 @@ type options struct {
 	err            error  // bad option values, reported by every call
 	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
 	campaign       bool   // Elect's acquisitions: no MaxWaitWithoutDeadline cap
-	shared         bool   // AcquireShared's hold; false: exclusive
 	semLimit       int    // AcquireSemaphore's limit; 0: an exclusive lock
 }
 

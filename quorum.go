@@ -530,10 +530,10 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 // replyForeign when a majority holds another token, else replyGone.
 // Otherwise (failures in the way) it returns a *QuorumError, which the
 // watchdog retries until the safe deadline.
-func (q *quorumStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
+func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
 	start := time.Now()
-	answers, _ := q.ask(ctx, nodeTimeout(ttl), nil, func(ctx context.Context, n quorumNode) answer {
-		reply, err := n.extend(ctx, o, key, token, ttl)
+	answers, _ := q.ask(ctx, nodeTimeout(r.ttl), nil, func(ctx context.Context, n quorumNode) answer {
+		reply, err := n.extend(ctx, r)
 		return answer{reply: reply, err: err}
 	}, nil)
 	t := q.tally(answers)

@@ -85,7 +85,7 @@ type semAcquisition struct {
 func (a *semAcquisition) init(key string) {
 	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
-	r.key, r.keyArg, r.ttlArg, r.fenced, r.sem = key, key, a.o.ttl.Milliseconds(), a.o.fencing, true
+	r.key, r.keyArg, r.ttlArg, r.fenced, r.kind = key, key, a.o.ttl.Milliseconds(), a.o.fencing, semaphoreSlot
 	r.queueKey, r.expiryKey = lockrules.Queue(key), lockrules.Expiry(key)
 	if a.o.fencing {
 		r.fenceKey = lockrules.Fence(key)

@@ -57,9 +57,7 @@ func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option)
 		return nil, err
 	}
 	defer c.calls.exit()
-	shared := *o
-	shared.shared = true
-	a := sharedAcquisition{roomCall: roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: &shared, name: name, what: "acquire shared", start: time.Now()}, rooms: &c.shared}}
+	a := sharedAcquisition{roomCall: roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, what: "acquire shared", start: time.Now()}, rooms: &c.shared}}
 	a.init(names[:keyLen])
 	defer a.close()
 	return a.run()
@@ -75,7 +73,7 @@ type sharedAcquisition struct {
 func (a *sharedAcquisition) init(key string) {
 	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
-	r.key, r.keyArg, r.ttlArg, r.fenced, r.shared = key, key, a.o.ttl.Milliseconds(), a.o.fencing, true
+	r.key, r.keyArg, r.ttlArg, r.fenced, r.kind = key, key, a.o.ttl.Milliseconds(), a.o.fencing, sharedHold
 	r.queueKey, r.expiryKey = lockrules.Queue(key), lockrules.Expiry(key)
 	if a.o.fencing {
 		r.fenceKey = lockrules.Fence(key)

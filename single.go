@@ -160,9 +160,12 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 	return true, n, 0, nil
 }
 
-func (s singleStore) extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (int64, error) {
-	script, keys := extendCommand(&extendRequest{opts: o, key: key})
-	cmd, ackErr := runScript(ctx, s.rdb, o, script, keys, token, ttl.Milliseconds())
+func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error) {
+	if r.multi != nil {
+		return s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
+	}
+	script, keys := extendCommand(&r)
+	cmd, ackErr := runScript(ctx, s.rdb, r.opts, script, keys, r.token, r.ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	if err == nil && reply == replyDone && ackErr != nil {
 		err = ackErr // extended on the primary only: not confirmed
@@ -175,7 +178,7 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
 	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
-	if isTryAgain(err) && !ref.sem && !ref.shared {
+	if isTryAgain(err) && ref.kind == exclusiveLock {
 		// A cluster slot in migration (see acquire): release without
 		// the queue's keys, so without handing on; waiters hear the
 		// release and try. Rare: built here, not kept in every lock.
@@ -354,12 +357,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	}
 	for i := range reqs {
 		r := &reqs[i]
-		switch {
-		case r.multi != nil:
-			r.reply, r.err = s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
-			continue
-		case cmds[i] == nil:
-			r.reply, r.err = s.extend(ctx, r.opts, r.key, r.token, r.ttl)
+		if cmds[i] == nil { // WithReplicaAck, or a multi lock
+			r.reply, r.err = s.extend(ctx, *r)
 			continue
 		}
 		r.reply, r.err = cmds[i].Int64()
@@ -370,10 +369,10 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 // semaphore's slot and a shared hold have scripts of their own (see
 // lua/semaphore_extend.lua, lua/shared_extend.lua).
 func extendCommand(r *extendRequest) (*redis.Script, []string) {
-	if r.opts.semLimit > 0 {
+	switch r.kind {
+	case semaphoreSlot:
 		return semExtendScript, []string{r.key, semaphoreLimitKey(r.key)}
-	}
-	if r.opts.shared {
+	case sharedHold:
 		return sharedExtendScript, []string{r.key, lockrules.Shared(r.key)}
 	}
 	return extendScript, []string{r.key}

@@ -19,7 +19,7 @@ type store interface {
 	acquire(ctx context.Context, o *options, ref *lockRef) (acquired bool, fence int64, holderTTL time.Duration, err error)
 	// extend resets the lease; the reply is replyDone, replyGone or
 	// replyForeign, and err is set when that could not be established.
-	extend(ctx context.Context, o *options, key, token string, ttl time.Duration) (reply int64, err error)
+	extend(ctx context.Context, r extendRequest) (reply int64, err error)
 	// release deletes the key if it holds ref.token; replies as extend.
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
 	// abandon gives back each ref's token: a token-checked release that
@@ -60,12 +60,9 @@ type lockRef struct {
 	// built from it; key is its first name's. nil for every other lock.
 	multi  *multiRef
 	fenced bool
-	// sem: a semaphore's slot (see semaphore.go): releaseArgs run
-	// lua/semaphore_release.lua, with the same arguments.
-	sem bool
-	// shared: a shared hold (see shared.go): releaseArgs run
-	// lua/shared_release.lua.
-	shared bool
+	// kind: what the lock is on the server, which picks its scripts
+	// (releaseArgs run releaseSource's).
+	kind lockKind
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.
 	waiting bool
@@ -86,6 +83,16 @@ type lockRef struct {
 	// concurrent Release calls may read it.
 	releaseArgs [9]any
 }
+
+// lockKind is what a lock is on the server. A Lock from AcquireMulti is
+// an exclusive lock of several names (lockRef.multi).
+type lockKind uint8
+
+const (
+	exclusiveLock lockKind = iota // Acquire's: the key holds the token
+	semaphoreSlot                 // AcquireSemaphore's: a member of the holders' set
+	sharedHold                    // AcquireShared's: a member of the shared holders' set
+)
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
 const (
@@ -129,10 +136,10 @@ func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
 
 // releaseSource is the source of the script releaseArgs run.
 func (r *lockRef) releaseSource() string {
-	if r.sem {
+	switch r.kind {
+	case semaphoreSlot:
 		return semReleaseSource
-	}
-	if r.shared {
+	case sharedHold:
 		return sharedReleaseSource
 	}
 	return releaseSource

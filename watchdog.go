@@ -196,6 +196,7 @@ type extendRequest struct {
 	key   string
 	token string
 	ttl   time.Duration
+	kind  lockKind
 	multi *multiRef // a multi lock's names; nil for any other
 	reply int64     // filled in by the store
 	err   error
@@ -231,7 +232,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	deadline := time.Time{}
 	for i, l := range ready {
 		l.mu.Lock()
-		reqs[i] = extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: l.ttl, multi: l.ref.multi}
+		reqs[i] = l.extendRequest(l.ttl)
 		intervals[i] = l.interval
 		if deadline.IsZero() || l.safeDeadline.Before(deadline) {
 			deadline = l.safeDeadline
@@ -250,7 +251,7 @@ func (s *scheduler) extend(batch []*Lock) {
 		for i := range reqs {
 			wg.Go(func() {
 				r := &reqs[i]
-				r.reply, r.err = s.store.extend(ctx, r.opts, r.key, r.token, r.ttl)
+				r.reply, r.err = s.store.extend(ctx, *r)
 			})
 		}
 		wg.Wait()
