@@ -3,12 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"errors"
-	"fmt"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,25 +110,9 @@ func BenchmarkMultiUncontended(b *testing.B) {
 	}()
 	for _, lib := range libs {
 		b.Run("lib="+lib.name, func(b *testing.B) {
-			ctx := context.Background()
-			sets := make([][]string, b.N)
-			for i := range sets {
-				sets[i] = lockNames("bench:multi:uncontended:" + lib.name + ":" + strconv.Itoa(i))
-			}
-			release, err := lib.acquire(ctx, lockNames("bench:multi:warmup:"+lib.name))
-			if err != nil {
-				b.Fatal(err)
-			}
-			release()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				release, err := lib.acquire(ctx, sets[i])
-				if err != nil {
-					b.Fatal(err)
-				}
-				release()
-			}
+			uncontendedCycles(b, lib.acquire, lockNames("bench:multi:warmup:"+lib.name), func(i int) []string {
+				return lockNames("bench:multi:uncontended:" + lib.name + ":" + strconv.Itoa(i))
+			})
 		})
 	}
 }
@@ -153,60 +132,8 @@ func BenchmarkMultiContended(b *testing.B) {
 	}()
 	for _, lib := range libs {
 		b.Run("lib="+lib.name, func(b *testing.B) {
-			handoffs, err := contendMulti(b, lib)
-			if err != nil {
-				b.Fatal(err)
-			}
-			slices.Sort(handoffs)
-			b.ReportMetric(float64(percentile(handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
-			b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
+			names := lockNames("bench:multi:contended:" + lib.name + ":" + strconv.Itoa(b.N))
+			contendedHandoffs(b, lib.name, func(ctx context.Context) (func(), error) { return lib.acquire(ctx, names) })
 		})
 	}
-}
-
-// contendMulti runs b.N acquisitions among contendedGoroutines and
-// returns the handoff of each acquisition that followed a release.
-func contendMulti(b *testing.B, lib multiLib) ([]time.Duration, error) {
-	names := lockNames("bench:multi:contended:" + lib.name + ":" + strconv.Itoa(b.N))
-	var (
-		left     atomic.Int64
-		released atomic.Int64 // ns since base of the last release sent
-		mu       sync.Mutex
-		handoffs []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	base := time.Now()
-	left.Store(int64(b.N))
-	ctx, cancel := context.WithTimeout(context.Background(), contendedTimeout)
-	defer cancel()
-	b.ResetTimer()
-	for range contendedGoroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				asked := time.Since(base)
-				release, err := lib.acquire(ctx, names)
-				got := time.Since(base)
-				if err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, fmt.Errorf("%s: %w", lib.name, err))
-					mu.Unlock()
-					return
-				}
-				if freed := time.Duration(released.Load()); freed > asked {
-					mu.Lock()
-					handoffs = append(handoffs, got-freed)
-					mu.Unlock()
-				}
-				time.Sleep(contendedHold)
-				released.Store(int64(time.Since(base)))
-				release()
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	return handoffs, firstErr
 }

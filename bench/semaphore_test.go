@@ -3,12 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"errors"
-	"fmt"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,25 +97,9 @@ func BenchmarkSemaphoreUncontended(b *testing.B) {
 	}()
 	for _, lib := range libs {
 		b.Run("lib="+lib.name, func(b *testing.B) {
-			ctx := context.Background()
-			names := make([]string, b.N)
-			for i := range names {
-				names[i] = "bench:sem:uncontended:" + lib.name + ":" + strconv.Itoa(i)
-			}
-			release, err := lib.acquire(ctx, "bench:sem:warmup:"+lib.name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			release()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				release, err := lib.acquire(ctx, names[i])
-				if err != nil {
-					b.Fatal(err)
-				}
-				release()
-			}
+			uncontendedCycles(b, lib.acquire, "bench:sem:warmup:"+lib.name, func(i int) string {
+				return "bench:sem:uncontended:" + lib.name + ":" + strconv.Itoa(i)
+			})
 		})
 	}
 }
@@ -141,60 +120,8 @@ func BenchmarkSemaphoreContended(b *testing.B) {
 	}()
 	for _, lib := range libs[:2] {
 		b.Run("lib="+lib.name, func(b *testing.B) {
-			handoffs, err := contendSemaphore(b, lib)
-			if err != nil {
-				b.Fatal(err)
-			}
-			slices.Sort(handoffs)
-			b.ReportMetric(float64(percentile(handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
-			b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
+			name := "bench:sem:contended:" + lib.name + ":" + strconv.Itoa(b.N)
+			contendedHandoffs(b, lib.name, func(ctx context.Context) (func(), error) { return lib.acquire(ctx, name) })
 		})
 	}
-}
-
-// contendSemaphore runs b.N acquisitions among contendedGoroutines and
-// returns the handoff of each acquisition that followed a release.
-func contendSemaphore(b *testing.B, lib semLib) ([]time.Duration, error) {
-	name := "bench:sem:contended:" + lib.name + ":" + strconv.Itoa(b.N)
-	var (
-		left     atomic.Int64
-		released atomic.Int64 // monotonic ns (since base) of the last release sent
-		mu       sync.Mutex
-		handoffs []time.Duration
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	base := time.Now()
-	left.Store(int64(b.N))
-	ctx, cancel := context.WithTimeout(context.Background(), contendedTimeout)
-	defer cancel()
-	b.ResetTimer()
-	for range contendedGoroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				asked := time.Since(base)
-				release, err := lib.acquire(ctx, name)
-				got := time.Since(base)
-				if err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, fmt.Errorf("%s: %w", lib.name, err))
-					mu.Unlock()
-					return
-				}
-				if freed := time.Duration(released.Load()); freed > asked {
-					mu.Lock()
-					handoffs = append(handoffs, got-freed)
-					mu.Unlock()
-				}
-				time.Sleep(contendedHold)
-				released.Store(int64(time.Since(base)))
-				release()
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	return handoffs, firstErr
 }

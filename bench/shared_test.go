@@ -126,25 +126,9 @@ func BenchmarkSharedUncontended(b *testing.B) {
 	}
 	for _, lib := range cases {
 		b.Run("lib="+lib.name, func(b *testing.B) {
-			ctx := context.Background()
-			names := make([]string, b.N)
-			for i := range names {
-				names[i] = "bench:shared:uncontended:" + lib.name + ":" + strconv.Itoa(i)
-			}
-			release, err := lib.acquire(ctx, "bench:shared:warmup:"+lib.name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			release()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				release, err := lib.acquire(ctx, names[i])
-				if err != nil {
-					b.Fatal(err)
-				}
-				release()
-			}
+			uncontendedCycles(b, lib.acquire, "bench:shared:warmup:"+lib.name, func(i int) string {
+				return "bench:shared:uncontended:" + lib.name + ":" + strconv.Itoa(i)
+			})
 		})
 	}
 }
