@@ -24,21 +24,35 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestNeverMoreThanLimitInside(t *testing.T) {
+// checkerConfig is the CI's short checker run (or -semtorture.soak long)
+// of mode on a redis-server of its own: 3 processes of 3 goroutines,
+// 300 ms leases, SIGSTOP pauses of 700 ms.
+func checkerConfig(t *testing.T, name, mode string) config {
 	d := 3 * time.Second
 	if *soak > 0 {
 		d = *soak
 	}
+	return config{
+		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 1, Duration: d,
+		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
+		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: name, Mode: mode,
+	}
+}
+
+// runChecker runs cfg with this test binary as the children.
+func runChecker(t *testing.T, cfg config) summary {
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	cfg := config{
-		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 2, Duration: d,
-		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
-		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture",
-	}
 	s, err := run(cfg, exe)
 	require.NoError(t, err)
 	t.Logf("%+v", s)
+	return s
+}
+
+func TestNeverMoreThanLimitInside(t *testing.T) {
+	cfg := checkerConfig(t, "torture", "")
+	cfg.Limit = 2
+	s := runChecker(t, cfg)
 	require.Positive(t, s.Holds)
 	require.Zero(t, s.Violations, "more than %d inside at once", cfg.Limit)
 	require.Zero(t, s.RepeatedFences)
@@ -62,20 +76,7 @@ func TestTheAnalysisFindsTooManyInside(t *testing.T) {
 }
 
 func TestNoExclusiveHolderWithAnyOther(t *testing.T) {
-	d := 3 * time.Second
-	if *soak > 0 {
-		d = *soak
-	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cfg := config{
-		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 1, Duration: d,
-		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
-		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture-shared", Mode: "shared",
-	}
-	s, err := run(cfg, exe)
-	require.NoError(t, err)
-	t.Logf("%+v", s)
+	s := runChecker(t, checkerConfig(t, "torture-shared", "shared"))
 	require.Positive(t, s.Shared)
 	require.Less(t, s.Shared, s.Holds, "exclusive holds too")
 	require.Greater(t, s.MaxInside, 1, "shared holders were inside together")
@@ -109,21 +110,9 @@ func TestTheSharedAnalysisFindsAnExclusiveWithOthers(t *testing.T) {
 }
 
 func TestMultiNeverTwoInsideOneName(t *testing.T) {
-	d := 3 * time.Second
-	if *soak > 0 {
-		d = *soak
-	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cfg := config{
-		Redis: redistest.Start(t).Addr(), Procs: 3, Goroutines: 3, Limit: 1, Duration: d,
-		TTL: 300 * time.Millisecond, Work: 20 * time.Millisecond, Writes: 5,
-		Pause: 300 * time.Millisecond, PauseFor: 700 * time.Millisecond, Name: "torture-multi",
-		Mode: "multi", Names: 5,
-	}
-	s, err := run(cfg, exe)
-	require.NoError(t, err)
-	t.Logf("%+v", s)
+	cfg := checkerConfig(t, "torture-multi", "multi")
+	cfg.Names = 5
+	s := runChecker(t, cfg)
 	require.Positive(t, s.Holds)
 	require.Zero(t, s.Violations, "two holders inside one name at once")
 	require.Zero(t, s.RepeatedFences)
