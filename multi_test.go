@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
-	"github.com/redislock/redislock/internal/faultproxy"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -454,33 +453,11 @@ func TestAcquireMultiOnCluster(t *testing.T) {
 // A multi attempt that gives up on a timeout may still land later and take
 // every name under a token nobody has: the Client gives them back.
 func TestAMultiAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b *backend) {
-		ctx := context.Background()
-		proxy := newProxy(t, b.rdb.Options().Addr)
-		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-		t.Cleanup(func() { _ = rdb.Close() })
-		c := redislock.New(rdb, quiet)
-		warm, err := c.AcquireMulti(ctx, []string{"late:a", "late:b"}) // the script is loaded
-		require.NoError(t, err)
-		require.NoError(t, warm.Release(ctx))
-
-		const stall = 400 * time.Millisecond
-		proxy.SetDelay(stall)
-		proxy.SetMode(faultproxy.Delay)
-		sent := time.Now()
-		l, err := c.AcquireMulti(ctx, []string{"late:a", "late:b"})
-		require.Error(t, err)
-		require.Nil(t, l)
-		require.NotErrorIs(t, err, redislock.ErrNotAcquired, "a timeout is no verdict")
-		proxy.SetMode(faultproxy.Pass)
-
-		eventually(t, 5*time.Second, func() bool {
-			return time.Since(sent) > stall+50*time.Millisecond && b.rdb.Exists(ctx, "lock:{late:a}", "lock:{late:b}").Val() == 0
-		}, "the late attempt's keys are still there %v after the stall", time.Since(sent))
-		other, err := redislock.New(b.rdb, quiet).AcquireMulti(ctx, []string{"late:b", "late:a"})
-		require.NoError(t, err, "the names are free for anyone")
-		require.NoError(t, other.Release(ctx))
-	})
+	requireALateAttemptIsGivenBack(t, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+		return c.AcquireMulti(ctx, []string{"late:a", "late:b"})
+	}, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+		return c.AcquireMulti(ctx, []string{"late:b", "late:a"})
+	}, "lock:{late:a}", "lock:{late:b}")
 }
 
 // A waiter whose blocker's holder crashed (no release, no announcement)

@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -418,32 +417,11 @@ func TestSharedBadInput(t *testing.T) {
 // A shared attempt that timed out may still land and take a share under
 // a token nobody has: the janitor gives it back once it landed.
 func TestASharedAttemptThatTimedOutIsGivenBack(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b *backend) {
-		ctx := context.Background()
-		proxy := newProxy(t, b.rdb.Options().Addr)
-		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-		t.Cleanup(func() { _ = rdb.Close() })
-		c := redislock.New(rdb, quiet)
-		warm, err := c.AcquireShared(ctx, "late")
-		require.NoError(t, err)
-		require.NoError(t, warm.Release(ctx))
-
-		const stall = 400 * time.Millisecond
-		proxy.SetDelay(stall)
-		proxy.SetMode(faultproxy.Delay)
-		sent := time.Now()
-		l, err := c.AcquireShared(ctx, "late")
-		require.Error(t, err)
-		require.Nil(t, l)
-		require.False(t, errors.Is(err, redislock.ErrNotAcquired), "a timeout is no verdict: %v", err)
-		proxy.SetMode(faultproxy.Pass)
-		eventually(t, 5*time.Second, func() bool {
-			return time.Since(sent) > stall+50*time.Millisecond && b.rdb.Exists(ctx, "lock:{late}", "lock:{late}:s").Val() == 0
-		}, "the late attempt's share is still there %v after the stall", time.Since(sent))
-		other, err := redislock.New(b.rdb, quiet).Acquire(ctx, "late")
-		require.NoError(t, err)
-		require.NoError(t, other.Release(ctx))
-	})
+	requireALateAttemptIsGivenBack(t, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+		return c.AcquireShared(ctx, "late")
+	}, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+		return c.Acquire(ctx, "late") // a writer: no share left
+	}, "lock:{late}", "lock:{late}:s")
 }
 
 // A reply after the share's safe deadline gives the share back.
