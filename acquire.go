@@ -303,7 +303,7 @@ func (a *call) failed(err error) error {
 		a.inQueue = false
 	}
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
-		err = wrongTypeError{err}
+		err = notALockError{err.Error(), err}
 	}
 	return fmt.Errorf("redislock: %s %q: %w", a.what, a.name, err)
 }

@@ -134,7 +134,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	val, err := cmd.Result()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			err = notALockError(strings.TrimPrefix(err.Error(), "WRONGTYPE "))
+			err = notALockError{strings.TrimPrefix(err.Error(), "WRONGTYPE "), err}
 		}
 		return Info{}, "", false, err
 	}
@@ -155,7 +155,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	}
 	if fence != "" {
 		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
-			return Info{}, "", false, notALockError(fmt.Sprintf("the fence counter holds %q, not a number", fence))
+			return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
 		}
 	}
 	info.Held, info.Metadata, info.Waiters, info.Shared = held == 1, metadata, int(waiters), int(shared)
@@ -172,22 +172,19 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	return info, holder, handed, nil
 }
 
-// notALockError says which key holds what instead of a lock (the script's
-// words: "lock:{job} holds a hash, not a lock"); it matches ErrNotALock.
-type notALockError string
+// notALockError says which key holds what instead of a lock (for Inspect
+// and Break the script's words: "lock:{job} holds a hash, not a lock"; for
+// an acquire call Redis' WRONGTYPE error, which a lock of another kind
+// under the same name also meets). It matches ErrNotALock, and wraps
+// Redis' error, if any.
+type notALockError struct {
+	msg string
+	err error // Redis' WRONGTYPE error; nil for a fence counter that is not a number
+}
 
-func (e notALockError) Error() string        { return string(e) }
+func (e notALockError) Error() string        { return e.msg }
+func (e notALockError) Unwrap() error        { return e.err }
 func (e notALockError) Is(target error) bool { return target == ErrNotALock }
-
-// wrongTypeError is Redis' WRONGTYPE error met by an acquire call: a key of
-// the lock holds a value of another type (someone else's data, or a lock of
-// another kind under the same name: a semaphore where a lock was asked
-// for). It matches ErrNotALock, and Redis' error stays in the chain.
-type wrongTypeError struct{ err error }
-
-func (e wrongTypeError) Error() string        { return e.err.Error() }
-func (e wrongTypeError) Unwrap() error        { return e.err }
-func (e wrongTypeError) Is(target error) bool { return target == ErrNotALock }
 
 // leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
 // and a lease about to end (0) to 1ms, so that a held lock never reports
