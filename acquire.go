@@ -22,7 +22,9 @@ import (
 // refresh). A waiter never sleeps past the holder's remaining TTL or ctx's
 // deadline; a ctx without deadline waits at most MaxWaitWithoutDeadline.
 // A waiter queues on the server: the holder's release hands the lock to the
-// first waiter in line, which claims it with its next attempt; while queued
+// first waiter in line, which takes it when the release's announcement
+// arrives (a fenced waiter, or one with WithReplicaAck or without the
+// watchdog, claims it with one more attempt); while queued
 // it does not poll at its backoff but comes back every half second and
 // when the holder's lease would end. Callers of one Client that wait for
 // the same lock queue in-process behind each other, each within its own
@@ -114,6 +116,14 @@ type acquisition struct {
 
 	held    bool  // an attempt found the lock held by someone else
 	refusal error // a store's explanation of the last refusal
+
+	// ticket: what a release announces when it hands the lock to us
+	// (queued only); firstSent: when our first attempt was sent, before
+	// any hand-over to us; lease: the lease of a hand-over taken without
+	// a claim (see handedOver), 0 for the TTL.
+	ticket    string
+	firstSent time.Time
+	lease     time.Duration
 }
 
 // begin checks what every acquiring call checks before its first
@@ -153,8 +163,9 @@ func (a *acquisition) init(names string, keyLen int) {
 	a.waits = a.patience.mayWait()
 	// A waiter on a single deployment queues on the server, under one
 	// token for all its attempts: a release hands the lock to the first
-	// waiter in line, which claims it with its next attempt (see
-	// lua/release.lua), and the other waiters are not woken. Elsewhere
+	// waiter in line, which takes it (see handedOver) or claims it with
+	// its next attempt (see lua/release.lua), and the other waiters are
+	// not woken. Elsewhere
 	// each attempt has a token of its own: a late answer to an earlier
 	// attempt (a quorum node that missed its timeout) then cannot be
 	// mistaken for this one, nor its clean-up delete this one's key.
@@ -164,6 +175,7 @@ func (a *acquisition) init(names string, keyLen int) {
 		// 26 base32 characters, 130 bits from crypto/rand, after the
 		// Client's tag (see waiterToken).
 		a.l.ref.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
+		a.ticket = handoffTicket(a.l.ref.token)
 	}
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
@@ -175,6 +187,11 @@ func (a *acquisition) run() (*Lock, error) {
 		}
 	}
 	for {
+		if lease, ok := a.handedOver(); ok {
+			a.sent, a.fence, a.lease = a.firstSent, 0, lease
+			a.inQueue = false // the release took our place
+			return a.succeed()
+		}
 		acquired, err := a.attempt()
 		switch {
 		case err != nil:
@@ -222,7 +239,7 @@ func (a *acquisition) enterRoom() error {
 		// Announcements of a hand-over to us wake the room from now on,
 		// before our first attempt can queue us. (A releaser that made
 		// our first attempt set it before sending.)
-		a.room.expect(handoffTicket(a.l.ref.token))
+		a.room.expect(a.ticket)
 	}
 	a.held = a.room.seenHeld.Load() // the caller ahead of us saw it held
 	// A room that kept its subscription from earlier waiters already
@@ -255,6 +272,9 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		}
 		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, &a.l.ref)
 	}
+	if a.attempts == 1 {
+		a.firstSent = a.sent
+	}
 	a.early = nil
 	// A store may explain a refusal (a quorum's counts): that is still
 	// "held by someone else", and the explanation goes with the error.
@@ -279,6 +299,32 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		a.holderEnds = time.Now().Add(holderTTL)
 	}
 	return false, nil
+}
+
+// handedOver tells whether a release handed us the lock and announced the
+// lease it gave (see waitRoom.wants), and returns the lease we may count
+// on: then we take the lock without claiming it, one round trip sooner,
+// and the watchdog extends it to the TTL at once. The hand-over came
+// after our first attempt was sent (that attempt, or a later one, gave us
+// our place in the queue), so on the server's clock the lease lasts at
+// least until firstSent+lease, however late the announcement arrived.
+// Not with a fence (the claim takes it), WithReplicaAck (the claim's WAIT
+// makes the hold durable first) or without the watchdog (the lock holds
+// its TTL from the start), nor when less than half the lease is left by
+// that reckoning: then the next attempt claims it, as any attempt would.
+func (a *acquisition) handedOver() (time.Duration, bool) {
+	if a.room == nil || !a.queued || a.attempts == 0 {
+		return 0, false
+	}
+	lease, ok := a.room.takeHandover(a.ticket)
+	if !ok || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
+		return 0, false
+	}
+	lease = min(lease, a.o.ttl)
+	if time.Until(a.firstSent.Add(lease-drift(lease))) < lease/2 {
+		return 0, false
+	}
+	return lease, true
 }
 
 // failed turns an attempt's error into the call's. An attempt without an
@@ -343,7 +389,11 @@ func (a *acquisition) succeed() (*Lock, error) {
 		return a.fail(err)
 	}
 	a.keepRoom = true
-	a.l.start(a.parent, a.fence, a.sent, a.room)
+	lease := a.o.ttl
+	if a.lease > 0 {
+		lease = a.lease
+	}
+	a.l.startLeased(a.parent, a.fence, a.sent, lease, a.room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,

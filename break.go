@@ -14,7 +14,7 @@ import (
 //
 // It acts as the holder's release would, in one script: the lock goes to
 // the first waiter queued on the server whose place has not lapsed (which
-// claims it with its next attempt), or, with nobody in line, the key is
+// takes it as from a release), or, with nobody in line, the key is
 // deleted and the release announced to the waiters that listen. The
 // holder learns at its next extension (by default within TTL/3): the lock
 // is lost with reason Taken when a waiter has it, Expired when the key is

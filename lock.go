@@ -59,11 +59,19 @@ type Lock struct {
 // start makes l the held lock, acquired with fence by a command sent at
 // sent: the safe-deadline and max-hold timers and the watchdog start.
 func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
+	l.startLeased(ctx, fence, sent, l.opts.ttl, room)
+}
+
+// startLeased is start for a lock whose lease on the server lasts at least
+// lease (at most the TTL) from sent: a lock handed over by a release,
+// taken without a claim (see acquisition.handedOver). When lease is
+// shorter than the TTL, the watchdog extends it to the TTL at once.
+func (l *Lock) startLeased(ctx context.Context, fence int64, sent time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
 	l.acquiredAt, l.watch = sent, watchState{index: -1}
 	l.extending = make(chan struct{}, 1)
-	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(o.ttl-drift(o.ttl))
+	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadlineAlarm = alarm{lock: l, index: -1}
@@ -72,7 +80,11 @@ func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *wai
 		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), l.onMaxHold)
 	}
 	if o.watchdog {
-		l.client.watchdog().schedule(l, sent.Add(l.interval), l.interval)
+		due := sent.Add(l.interval)
+		if lease < o.ttl {
+			due = time.Now()
+		}
+		l.client.watchdog().schedule(l, due, l.interval)
 	} else {
 		l.watch.unwatched = true
 	}

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +97,100 @@ func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
 		require.NoError(t, got.l.Release(ctx))
 		require.Zero(t, b.rdb.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
 	})
+}
+
+// A waiter the lock is handed to takes it when the announcement comes,
+// without the claim's round trip, and its watchdog then extends the
+// hand-over's lease (1 s) to the waiter's TTL. (A fenced waiter claims: the
+// test above.)
+func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		addr := b.rdb.Options().Addr
+		holderPod := newPod(t, addr)
+		rdb := newRedisClient(t, addr)
+		attempts := &acquireCalls{}
+		rdb.AddHook(attempts)
+		waiter := redislock.New(rdb, quiet)
+
+		for round := 1; ; round++ {
+			holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
+			require.NoError(t, err)
+			got := make(chan acquired, 1)
+			go func() {
+				l, err := waiter.Acquire(ctx, "job", redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+				got <- acquired{l, err}
+			}()
+			eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
+			eventually(t, 10*time.Second, func() bool {
+				return b.rdb.PubSubNumSub(ctx, "lock:{job}:released").Val()["lock:{job}:released"] == 1
+			}, "the waiter is not listening")
+			// It tries, subscribes, and tries once more once subscribed.
+			eventually(t, 10*time.Second, func() bool { return attempts.n.Load() >= int64(2*round) }, "the waiter did not settle")
+
+			before := attempts.n.Load()
+			released := time.Now()
+			require.NoError(t, holder.Release(ctx))
+			g := <-got
+			require.NoError(t, g.err)
+			if n := attempts.n.Load() - before; n > 0 {
+				// Sent an attempt between the release and the verdict:
+				// a claim, unless the machine stalled for so long that
+				// the waiter's half-second refresh came first.
+				require.Less(t, round, 3, "the machine stalled in every round")
+				require.Greater(t, time.Since(released), 400*time.Millisecond, "the waiter claimed the lock handed to it (%d attempts)", n)
+				t.Logf("round %d: stalled for %v, the waiter's refresh came first; again", round, time.Since(released))
+				require.NoError(t, g.l.Release(ctx))
+				continue
+			}
+			require.Zero(t, g.l.Fence(), "no fence asked for")
+			require.NoError(t, g.l.Context().Err())
+			require.Equal(t, g.l.Token(), b.rdb.Get(ctx, "lock:{job}").Val())
+			eventually(t, 10*time.Second, func() bool {
+				return b.rdb.PTTL(ctx, "lock:{job}").Val() > 20*time.Second
+			}, "the watchdog did not extend the hand-over's lease to the waiter's TTL")
+			require.Equal(t, before, attempts.n.Load(), "the lease was extended, not claimed")
+			require.NoError(t, g.l.Release(ctx))
+			require.Zero(t, b.rdb.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
+			return
+		}
+	})
+}
+
+// acquireCalls counts a Client's acquire-script calls (attempts and
+// claims), lone or pipelined, as they are sent.
+type acquireCalls struct{ n atomic.Int64 }
+
+func (h *acquireCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *acquireCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *acquireCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *acquireCalls) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return
+	}
+	if cmd.Name() == "evalsha" && args[1] == acquireSHA {
+		h.n.Add(1)
+	}
+	if src, ok := args[1].(string); ok && cmd.Name() == "eval" && redis.NewScript(src).Hash() == acquireSHA {
+		h.n.Add(1)
+	}
 }
 
 func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
@@ -263,7 +358,7 @@ func TestAHandOverIsAnnouncedToTheWaitersClientOnly(t *testing.T) {
 		tag, _, ok := strings.Cut(got.l.Token(), ".")
 		require.True(t, ok, "a waiter's token begins with its Client's tag")
 		require.Equal(t, "lock:{job}:released:"+tag, msg.Channel, "announced on the first waiter's Client's channel")
-		require.Regexp(t, "^g:[0-9a-f]{16}$", msg.Payload)
+		require.Regexp(t, "^g:[0-9a-f]{16}/1000$", msg.Payload, "the waiter's ticket, and the lease the hand-over gave it (ms)")
 		require.NoError(t, b.rdb.Publish(ctx, "lock:{job}:released", "marker").Err())
 		require.Equal(t, "marker", nextMessage(t, shared).Payload, "the hand-over went on the shared channel too")
 

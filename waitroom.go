@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,10 @@ type waitRoom struct {
 	// turn holder, queued on the server (see handoffTicket). A hand-over
 	// to anyone else does not wake the room.
 	ticket atomic.Pointer[string]
+	// handed is the last hand-over to ticket announced with the lease it
+	// gave, which the turn holder may take without a claim (see
+	// acquisition.handedOver).
+	handed atomic.Pointer[handover]
 	// everyHandover: every hand-over announced on the room's channels
 	// wakes it (a room of shared waiters, see shared.go, each of whom
 	// may be the one the lock was handed to or let in). Set before the
@@ -68,18 +74,48 @@ type earlyAttempt struct {
 	reply *redis.Cmd
 }
 
+// handover is an announced hand-over: to the waiter of ticket, with the
+// lease the release gave it.
+type handover struct {
+	ticket string
+	lease  time.Duration
+}
+
 // expect makes the room wake for a hand-over to ticket.
 func (r *waitRoom) expect(ticket string) { r.ticket.Store(&ticket) }
 
 // wants tells whether an announcement wakes the room: a plain release
-// does; a hand-over only when it is to the room's turn holder.
+// does; a hand-over only when it is to the room's turn holder. A
+// hand-over's announcement is "g:" and the ticket, then "/" and the lease
+// in milliseconds the release gave (see lua/release.lua); one without the
+// lease (a Break, a shared release) is claimed as before.
 func (r *waitRoom) wants(payload string) bool {
-	ticket, handover := strings.CutPrefix(payload, "g:")
-	if !handover || r.everyHandover {
+	rest, isHandover := strings.CutPrefix(payload, "g:")
+	if !isHandover || r.everyHandover {
 		return true
 	}
+	ticket, lease, withLease := strings.Cut(rest, "/")
 	expected := r.ticket.Load()
-	return expected != nil && *expected == ticket
+	if expected == nil || *expected != ticket {
+		return false
+	}
+	if ms, err := strconv.ParseInt(lease, 10, 64); withLease && err == nil && ms > 0 && ms <= maxLeaseMs {
+		r.handed.Store(&handover{ticket: ticket, lease: time.Duration(ms) * time.Millisecond})
+	}
+	return true
+}
+
+// maxLeaseMs bounds an announced lease (ms) to what a time.Duration holds.
+const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
+
+// takeHandover returns the lease of the hand-over to ticket announced
+// since the last call, if any.
+func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
+	h := r.handed.Swap(nil)
+	if h == nil || h.ticket != ticket {
+		return 0, false
+	}
+	return h.lease, true
 }
 
 // newWaitRooms returns the rooms of a Client; rdb nil means no release

@@ -4,7 +4,8 @@
 -- function state comes first (see state.lua for KEYS).
 -- ARGV[1]  PUBLISH, or SPUBLISH on a cluster, to announce as release.lua
 --          does; '' for none
--- ARGV[2]  how long (ms) the waiter the lock is handed to has to claim it
+-- ARGV[2]  how long (ms) the lock handed to a waiter is held for it
+--          (announced as release.lua does)
 -- A lock held shared (AcquireShared) loses every share: the shared
 -- holders' set is deleted with the marker.
 -- Returns  state()'s reply as it was before the break, with an eighth
@@ -43,7 +44,7 @@ if head[1] then
     if lapses and lapses > now then
       redis.call('SET', KEYS[1], waiter, 'PX', ARGV[2])
       if ARGV[1] ~= '' then
-        redis.pcall(ARGV[1], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+        redis.pcall(ARGV[1], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. ARGV[2])
       end
       info[8] = 1
       return info

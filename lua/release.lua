@@ -11,16 +11,21 @@
 --          channel .. ':' .. the tag of the waiter's Client (the token's
 --          part before a '.'), which only that Client hears (same hash
 --          slot); '' for none
--- ARGV[3]  how long (ms) a waiter the lock is handed to has to claim it
---          with the acquire script before it lapses
+-- ARGV[3]  how long (ms) the lock handed to a waiter is held for it: the
+--          waiter takes it at the announcement, without a claim, or claims
+--          it with the acquire script (a fenced waiter, or one that cannot
+--          tell its lease is long enough); unclaimed and unextended, it
+--          lapses after that
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
 --          in the queue is removed first
 -- Announces '1'        released: anyone may take it; not announced when
 --                      the queue is empty (a waiter keeps its place for as
 --                      long as it listens, so nobody is left to tell)
---           'g:' .. t  handed to the waiter whose token's SHA1 starts
+--           'g:' .. t .. '/' .. ARGV[3]
+--                      handed to the waiter whose token's SHA1 starts
 --                      with the 16 hex digits t (the token itself is
---                      a secret and is not published)
+--                      a secret and is not published), for ARGV[3] ms
+--                      from now
 -- Returns  1   released (deleted or handed on)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
@@ -75,7 +80,7 @@ if type(head) == 'table' and head[1] then
     if lapses and lapses > now then
       redis.call('SET', KEYS[1], waiter, 'PX', ARGV[3])
       if ARGV[2] ~= '' then
-        redis.pcall(ARGV[2], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+        redis.pcall(ARGV[2], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. ARGV[3])
       end
       return 1
     end

@@ -86,7 +86,7 @@ if queued then
         if tag then
           to = channel .. ':' .. tag
         end
-        redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+        redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. claim)
       end
       return reply
     end

@@ -1,0 +1,248 @@
+package redislock
+
+import (
+	"context"
+	"net"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock/internal/faultproxy"
+)
+
+// A hand-over's announcement names the waiter's ticket and the lease the
+// release gave; only a well-formed one to the room's ticket is kept for the
+// waiter to take without a claim. Any other wakes it as before (it claims),
+// or not at all (another waiter's).
+func TestAHandOverAnnouncementCarriesItsLease(t *testing.T) {
+	room := &waitRoom{}
+	room.expect("0123456789abcdef")
+	for _, tc := range []struct {
+		payload string
+		wakes   bool
+		lease   time.Duration // 0: nothing to take without a claim
+	}{
+		{"g:0123456789abcdef/1000", true, time.Second},
+		{"g:0123456789abcdef/250", true, 250 * time.Millisecond},
+		{"g:0123456789abcdef", true, 0}, // a release of an earlier version
+		{"g:0123456789abcdef/", true, 0},
+		{"g:0123456789abcdef/-5", true, 0},
+		{"g:0123456789abcdef/0", true, 0},
+		{"g:0123456789abcdef/1e3", true, 0},
+		{"g:0123456789abcdef/99999999999999999999", true, 0},
+		{"g:0123456789abcdef/9223372036854775807", true, 0}, // overflows a Duration
+		{"g:fedcba9876543210/1000", false, 0},               // handed to somebody else
+		{"1", true, 0},                                      // a plain release
+	} {
+		require.Equal(t, tc.wakes, room.wants(tc.payload), tc.payload)
+		lease, ok := room.takeHandover("0123456789abcdef")
+		require.Equal(t, tc.lease > 0, ok, tc.payload)
+		require.Equal(t, tc.lease, lease, tc.payload)
+	}
+
+	// Kept for the ticket it was announced to only: the next turn holder
+	// of the room does not take its predecessor's hand-over.
+	require.True(t, room.wants("g:0123456789abcdef/1000"))
+	room.expect("fedcba9876543210")
+	_, ok := room.takeHandover("fedcba9876543210")
+	require.False(t, ok)
+}
+
+// A waiter takes a hand-over without a claim only when its lease, counted
+// from the first attempt (which came before any hand-over to it), has at
+// least half left, and only when the claim would add nothing: no fence to
+// take, no replica acknowledgement to wait for, a watchdog to extend it.
+func TestAHandedOverLockIsTakenOnlyWithLeaseToSpare(t *testing.T) {
+	const ticket = "0123456789abcdef"
+	base := options{ttl: time.Minute, watchdog: true}
+	for _, tc := range []struct {
+		name      string
+		edit      func(o *options)
+		announced string
+		waited    time.Duration // since the first attempt was sent
+		lease     time.Duration // 0: claim it
+	}{
+		{"just handed", nil, "g:" + ticket + "/1000", 10 * time.Millisecond, time.Second},
+		{"more than half the lease gone", nil, "g:" + ticket + "/1000", 600 * time.Millisecond, 0},
+		{"lease longer than the TTL", func(o *options) { o.ttl = 300 * time.Millisecond }, "g:" + ticket + "/1000", 10 * time.Millisecond, 300 * time.Millisecond},
+		{"a short lease, mostly gone", nil, "g:" + ticket + "/20", 15 * time.Millisecond, 0},
+		{"fenced", func(o *options) { o.fencing = true }, "g:" + ticket + "/1000", 10 * time.Millisecond, 0},
+		{"replica acks", func(o *options) { o.replicas = 1 }, "g:" + ticket + "/1000", 10 * time.Millisecond, 0},
+		{"no watchdog", func(o *options) { o.watchdog = false }, "g:" + ticket + "/1000", 10 * time.Millisecond, 0},
+		{"no lease announced", nil, "g:" + ticket, 10 * time.Millisecond, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			if tc.edit != nil {
+				tc.edit(&o)
+			}
+			a := &acquisition{call: call{o: &o, attempts: 1}, queued: true, ticket: ticket, firstSent: time.Now().Add(-tc.waited)}
+			a.room = &waitRoom{}
+			a.room.expect(ticket)
+			require.True(t, a.room.wants(tc.announced))
+			lease, ok := a.handedOver()
+			require.Equal(t, tc.lease > 0, ok)
+			require.Equal(t, tc.lease, lease)
+		})
+	}
+}
+
+// A hand-over announced late, after its lease ended and somebody else took
+// the lock, is not taken as a lock: the waiter claims it, finds it held,
+// and waits on. The waiter's announcements come through a proxy, which
+// delays them by two seconds once the waiter listens; its attempts go
+// straight to Redis.
+func TestALateHandOverAnnouncementIsClaimedNotTaken(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		proxy, err := faultproxy.New(addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = proxy.Close() })
+		announced := make(chan struct{}, 1)
+		slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &handOverSniffer{Conn: conn, seen: announced}, nil
+		}})
+		t.Cleanup(func() { _ = slow.Close() })
+
+		direct := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = direct.Close() })
+		attempts := &scriptCount{sha: acquireSHA.(string)}
+		direct.AddHook(attempts)
+		waiter := New(direct, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		defer waiter.Close(context.Background())
+		waiter.rooms().notifier = newNotifier(slow)
+
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		holders := New(admin, WithLogger(discard()))
+		defer holders.Close(context.Background())
+		holder, err := holders.Acquire(ctx, "job", WithTTL(time.Minute))
+		require.NoError(t, err)
+
+		got := make(chan acquireResult, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, "job", WithTTL(time.Minute))
+			got <- acquireResult{l, err}
+		}()
+		key := DefaultKeyPrefix + "{job}"
+		channel := handoverChannel(key, waiter.rooms().tag)
+		waitFor(t, func() bool {
+			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+		}, "the waiter did not queue and subscribe")
+		// Release right after one of the waiter's attempts, so that its next
+		// comes half a second later, after the hand-over lapsed.
+		proxy.SetDelay(2 * time.Second)
+		n := attempts.n.Load()
+		waitFor(t, func() bool { return attempts.n.Load() > n }, "the waiter did not come back")
+		require.NoError(t, holder.Release(ctx))
+		released := time.Now()
+
+		// The lease given to the waiter (1 s, from the release) ends
+		// unclaimed: deleted here, as its expiry would. Another takes
+		// the lock.
+		require.Equal(t, int64(1), admin.Del(ctx, key).Val())
+		const other = "another holder"
+		require.True(t, admin.SetNX(ctx, key, other, time.Minute).Val())
+		select {
+		case <-announced:
+			t.Fatalf("the machine stalled past the announcement's delay (%v since the release): the scenario did not happen", time.Since(released))
+		default:
+		}
+
+		// The announcement arrives, then the waiter's claim: it finds the
+		// lock held and waits on.
+		select {
+		case <-announced:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hand-over was not announced")
+		}
+		n = attempts.n.Load()
+		waitFor(t, func() bool { return attempts.n.Load() > n }, "the waiter did not claim")
+		select {
+		case r := <-got:
+			t.Fatalf("the waiter took a lock held by another (token %q, error %v)", r.l.Token(), r.err)
+		default:
+		}
+		require.Equal(t, other, admin.Get(ctx, key).Val())
+
+		// Released, the lock goes to the waiter as usual.
+		proxy.SetMode(faultproxy.Pass)
+		require.NoError(t, admin.Del(ctx, key).Err())
+		r := <-got
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Release(ctx))
+	})
+}
+
+// handOverSniffer is a connection that says when a hand-over's
+// announcement (see lua/release.lua) arrives on it.
+type handOverSniffer struct {
+	net.Conn
+	seen chan<- struct{}
+}
+
+var handOverPayload = regexp.MustCompile(`g:[0-9a-f]{16}/`)
+
+func (c *handOverSniffer) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if handOverPayload.Match(b[:n]) {
+		select {
+		case c.seen <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// scriptCount counts the calls of one script, by its SHA1, lone or in a
+// pipeline, once their replies are in.
+type scriptCount struct {
+	sha string
+	n   atomic.Int64
+}
+
+func (h *scriptCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd)
+		return err
+	}
+}
+
+func (h *scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return err
+	}
+}
+
+func (h *scriptCount) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return
+	}
+	switch cmd.Name() {
+	case "evalsha":
+		if args[1] == h.sha {
+			h.n.Add(1)
+		}
+	case "eval":
+		if src, ok := args[1].(string); ok && redis.NewScript(src).Hash() == h.sha {
+			h.n.Add(1)
+		}
+	}
+}
