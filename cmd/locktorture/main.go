@@ -13,6 +13,10 @@
 // With -pause, the parent stops (SIGSTOP) a random child that holds a lock,
 // every -pause, for -pause-for (default twice the TTL), then resumes it.
 //
+// With -unfenced, the locks are taken without fences and nothing is
+// written: the holders' overlaps are the whole check (a waiter takes a lock
+// handed over to it without claiming it only when it is not fenced).
+//
 // It prints acquisitions, overlaps between holders of one name, stale
 // writes attempted, rejected and accepted, lost updates and lost-lock
 // signals by reason, and exits 1 when a stale write was accepted (or, with
@@ -54,6 +58,7 @@ type config struct {
 	Pause      time.Duration // 0: no fault
 	PauseFor   time.Duration // 0: 2*TTL
 	JSON       string        // "" none, "-" stdout, else a file
+	Unfenced   bool          // locks without fences, no writes: overlaps are the check
 }
 
 func main() {
@@ -103,6 +108,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Pause, "pause", 0, "SIGSTOP a random holder process every this often (0: no fault)")
 	fs.DurationVar(&cfg.PauseFor, "pause-for", 0, "how long each pause lasts (0: twice the TTL)")
 	fs.StringVar(&cfg.JSON, "json", "", `also write the summary as JSON to this file ("-": stdout)`)
+	fs.BoolVar(&cfg.Unfenced, "unfenced", false, "take the locks without fences (a waiter then takes a lock handed over to it without claiming it) and write nothing: the overlaps are the check; not with -pause")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -126,6 +132,8 @@ func (cfg *config) validate() error {
 		return errors.New("-ttl must be at least 10ms")
 	case cfg.Work < 0 || cfg.Pause < 0 || cfg.PauseFor < 0:
 		return errors.New("-work, -pause and -pause-for must not be negative")
+	case cfg.Unfenced && cfg.Pause > 0:
+		return errors.New("-unfenced checks that holders never overlap, which a paused holder does by design (fences are for that): use it without -pause")
 	}
 	if cfg.PauseFor == 0 {
 		cfg.PauseFor = 2 * cfg.TTL
@@ -228,7 +236,7 @@ func run(cfg config, exe string) (Summary, error) {
 	var readers sync.WaitGroup
 	for proc := range cfg.Procs {
 		raw, err := json.Marshal(childConfig{Proc: proc, Redis: cfg.Redis, Resource: cfg.Resource,
-			Goroutines: cfg.Goroutines, Names: names, End: end, TTL: cfg.TTL, Work: cfg.Work})
+			Goroutines: cfg.Goroutines, Names: names, End: end, TTL: cfg.TTL, Work: cfg.Work, Unfenced: cfg.Unfenced})
 		if err != nil {
 			return Summary{}, err
 		}

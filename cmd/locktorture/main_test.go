@@ -62,6 +62,18 @@ func TestCheckerFindsNoOverlapWithoutFaults(t *testing.T) {
 	require.Equal(t, s.Writes, s.WritesAccepted, "without faults every fenced write is the newest")
 }
 
+// Without fences a waiter takes a lock handed over to it without claiming
+// it: the holders of one name must still never overlap.
+func TestCheckerUnfencedFindsNoOverlapWithoutFaults(t *testing.T) {
+	lockAddr, resourceAddr := servers(t)
+	s := runChecker(t, config{Redis: lockAddr, Resource: resourceAddr, Procs: 3, Goroutines: 2, Names: 2,
+		Duration: duration(2 * time.Second), TTL: time.Second, Work: time.Millisecond, Unfenced: true})
+	require.Empty(t, s.Failures)
+	require.Positive(t, s.Acquisitions)
+	require.Zero(t, s.Overlaps, "holders of one name overlapped with no fault injected")
+	require.Zero(t, s.Writes, "nothing is written without a fence")
+}
+
 func TestCheckerWithPausedHoldersAcceptsNoStaleWrite(t *testing.T) {
 	lockAddr, resourceAddr := servers(t)
 	const ttl = 300 * time.Millisecond
@@ -148,6 +160,7 @@ func TestFlagsRejectBadInput(t *testing.T) {
 		{"-resource", "127.0.0.1:1", "-duration", "0s"},
 		{"-resource", "127.0.0.1:1", "-ttl", "1ms"},
 		{"-resource", "127.0.0.1:1", "-pause", "-1s"},
+		{"-resource", "127.0.0.1:1", "-unfenced", "-pause", "1s"},
 		{"-resource", "127.0.0.1:1", "extra"},
 		{"-no-such-flag"},
 	} {
