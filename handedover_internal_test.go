@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"net"
 	"regexp"
 	"sync/atomic"
@@ -244,5 +245,80 @@ func (h *scriptCount) count(cmd redis.Cmder) {
 		if src, ok := args[1].(string); ok && redis.NewScript(src).Hash() == h.sha {
 			h.n.Add(1)
 		}
+	}
+}
+
+// A lock taken from a hand-over holds only the hand-over's lease (1 s)
+// until its first extension: when that extension fails (a dropped reply),
+// the watchdog tries again within that lease, not a third of the TTL's
+// interval later, and the lock is kept.
+func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = rdb.Close() })
+		failing := &failFirstExtension{sha: extendScript.Hash()}
+		rdb.AddHook(failing)
+		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		defer waiter.Close(context.Background())
+
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		holders := New(admin, WithLogger(discard()))
+		defer holders.Close(context.Background())
+		holder, err := holders.Acquire(ctx, "job", WithTTL(time.Minute))
+		require.NoError(t, err)
+
+		got := make(chan acquireResult, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, "job", WithTTL(time.Minute))
+			got <- acquireResult{l, err}
+		}()
+		key := DefaultKeyPrefix + "{job}"
+		channel := handoverChannel(key, waiter.rooms().tag)
+		waitFor(t, func() bool {
+			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+		}, "the waiter did not queue and subscribe")
+		failing.armed.Store(true)
+		require.NoError(t, holder.Release(ctx))
+		r := <-got
+		require.NoError(t, r.err)
+		l := r.l
+		defer l.Release(context.Background())
+
+		waitFor(t, func() bool { return failing.failed.Load() }, "the first extension was not sent")
+		waitFor(t, func() bool { return admin.PTTL(ctx, key).Val() > 20*time.Second || l.Context().Err() != nil }, "no extension came after the failed one")
+		require.NoError(t, l.Context().Err(), "the lock was lost: %v", context.Cause(l.Context()))
+		require.Equal(t, l.Token(), admin.Get(ctx, key).Val())
+	})
+}
+
+// failFirstExtension fails, once armed, the first pipeline that carries the
+// extend script, as a reply lost on the network would.
+type failFirstExtension struct {
+	sha           string
+	armed, failed atomic.Bool
+}
+
+func (h *failFirstExtension) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failFirstExtension) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *failFirstExtension) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() && !h.failed.Load() {
+			for _, cmd := range cmds {
+				if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == h.sha {
+					h.failed.Store(true)
+					err := errors.New("i/o timeout (injected)")
+					for _, c := range cmds {
+						c.SetErr(err)
+					}
+					return err
+				}
+			}
+		}
+		return next(ctx, cmds)
 	}
 }

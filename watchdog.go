@@ -272,7 +272,13 @@ func (s *scheduler) extend(batch []*Lock) {
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}
-		retry := max(intervals[i]/3, time.Millisecond)
+		// Three more tries within what is left of the lease, at most a
+		// third of the interval apart: a lock taken from a hand-over
+		// holds only the hand-over's lease until its first extension.
+		l.mu.Lock()
+		left := time.Until(l.safeDeadline)
+		l.mu.Unlock()
+		retry := max(min(intervals[i]/3, left/3), time.Millisecond)
 		s.schedule(l, time.Now().Add(retry), retry)
 	}
 }
