@@ -101,12 +101,11 @@ func TestAReleaseHandsTheLockToTheFirstWaiterInLine(t *testing.T) {
 
 // A waiter the lock is handed to takes it when the announcement comes,
 // without the claim's round trip, and its watchdog then extends the
-// hand-over's lease (1 s) to the waiter's TTL. (A fenced waiter claims: the
-// test above.)
+// hand-over's lease (1 s) to the waiter's TTL; so does a waiter a Break,
+// or the last shared holder's release, hands the lock to. (A fenced
+// waiter claims: the test above.)
 func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		addr := b.rdb.Options().Addr
 		holderPod := newPod(t, addr)
 		rdb := newRedisClient(t, addr)
@@ -114,46 +113,73 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 		rdb.AddHook(attempts)
 		waiter := redislock.New(rdb, quiet)
 
-		for round := 1; ; round++ {
-			holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
-			require.NoError(t, err)
-			got := make(chan acquired, 1)
-			go func() {
-				l, err := waiter.Acquire(ctx, "job", redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-				got <- acquired{l, err}
-			}()
-			eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
-			eventually(t, 10*time.Second, func() bool {
-				return b.rdb.PubSubNumSub(ctx, "lock:{job}:released").Val()["lock:{job}:released"] == 1
-			}, "the waiter is not listening")
-			// It tries, subscribes, and tries once more once subscribed.
-			eventually(t, 10*time.Second, func() bool { return attempts.n.Load() >= int64(2*round) }, "the waiter did not settle")
+		release := func(ctx context.Context, holder *redislock.Lock) error { return holder.Release(ctx) }
+		for _, tc := range []struct {
+			name   string
+			shared bool // the holder holds it shared: its release hands it to the waiter
+			end    func(ctx context.Context, holder *redislock.Lock) error
+		}{
+			{"released", false, release},
+			{"broken", false, func(ctx context.Context, holder *redislock.Lock) error {
+				_, err := holderPod.c.Break(ctx, holder.Name())
+				return err
+			}},
+			{"released-by-a-shared-holder", true, release},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				name := "job-" + tc.name
+				key := "lock:{" + name + "}"
+				for round := 1; ; round++ {
+					acquire := holderPod.c.Acquire
+					if tc.shared {
+						acquire = holderPod.c.AcquireShared
+					}
+					holder, err := acquire(ctx, name, redislock.WithTTL(time.Minute))
+					require.NoError(t, err)
+					before := attempts.n.Load()
+					got := make(chan acquired, 1)
+					go func() {
+						l, err := waiter.Acquire(ctx, name, redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+						got <- acquired{l, err}
+					}()
+					eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, name) == 1 }, "the waiter did not queue")
+					eventually(t, 10*time.Second, func() bool {
+						return b.rdb.PubSubNumSub(ctx, key+":released").Val()[key+":released"] == 1
+					}, "the waiter is not listening")
+					// It tries, subscribes, and tries once more once subscribed.
+					eventually(t, 10*time.Second, func() bool { return attempts.n.Load() >= before+2 }, "the waiter did not settle")
 
-			before := attempts.n.Load()
-			released := time.Now()
-			require.NoError(t, holder.Release(ctx))
-			g := <-got
-			require.NoError(t, g.err)
-			if n := attempts.n.Load() - before; n > 0 {
-				// Sent an attempt between the release and the verdict:
-				// a claim, unless the machine stalled for so long that
-				// the waiter's half-second refresh came first.
-				require.Less(t, round, 3, "the machine stalled in every round")
-				require.Greater(t, time.Since(released), 400*time.Millisecond, "the waiter claimed the lock handed to it (%d attempts)", n)
-				t.Logf("round %d: stalled for %v, the waiter's refresh came first; again", round, time.Since(released))
-				require.NoError(t, g.l.Release(ctx))
-				continue
-			}
-			require.Zero(t, g.l.Fence(), "no fence asked for")
-			require.NoError(t, g.l.Context().Err())
-			require.Equal(t, g.l.Token(), b.rdb.Get(ctx, "lock:{job}").Val())
-			eventually(t, 10*time.Second, func() bool {
-				return b.rdb.PTTL(ctx, "lock:{job}").Val() > 20*time.Second
-			}, "the watchdog did not extend the hand-over's lease to the waiter's TTL")
-			require.Equal(t, before, attempts.n.Load(), "the lease was extended, not claimed")
-			require.NoError(t, g.l.Release(ctx))
-			require.Zero(t, b.rdb.Exists(ctx, "lock:{job}", "lock:{job}:q", "lock:{job}:qx").Val(), "nothing left behind")
-			return
+					before = attempts.n.Load()
+					ended := time.Now()
+					require.NoError(t, tc.end(ctx, holder))
+					g := <-got
+					require.NoError(t, g.err)
+					_ = holder.Release(ctx) // after a Break: ErrNotHeld
+					if n := attempts.n.Load() - before; n > 0 {
+						// Sent an attempt between the hand-over and the
+						// verdict: a claim, unless the machine stalled for
+						// so long that the waiter's half-second refresh
+						// came first.
+						require.Less(t, round, 3, "the machine stalled in every round")
+						require.Greater(t, time.Since(ended), 400*time.Millisecond, "the waiter claimed the lock handed to it (%d attempts)", n)
+						t.Logf("round %d: stalled for %v, the waiter's refresh came first; again", round, time.Since(ended))
+						require.NoError(t, g.l.Release(ctx))
+						continue
+					}
+					require.Zero(t, g.l.Fence(), "no fence asked for")
+					require.NoError(t, g.l.Context().Err())
+					require.Equal(t, g.l.Token(), b.rdb.Get(ctx, key).Val())
+					eventually(t, 10*time.Second, func() bool {
+						return b.rdb.PTTL(ctx, key).Val() > 20*time.Second
+					}, "the watchdog did not extend the hand-over's lease to the waiter's TTL")
+					require.Equal(t, before, attempts.n.Load(), "the lease was extended, not claimed")
+					require.NoError(t, g.l.Release(ctx))
+					require.Zero(t, b.rdb.Exists(ctx, key, key+":q", key+":qx").Val(), "nothing left behind")
+					return
+				}
+			})
 		}
 	})
 }
