@@ -260,6 +260,8 @@ func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		failing := &failFirstExtension{sha: extendScript.Hash()}
 		rdb.AddHook(failing)
+		attempts := &scriptCount{sha: acquireSHA.(string)}
+		rdb.AddHook(attempts)
 		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
 		defer waiter.Close(context.Background())
 
@@ -280,11 +282,16 @@ func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
 		waitFor(t, func() bool {
 			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
 		}, "the waiter did not queue and subscribe")
+		// It tries, subscribes, and tries once more once subscribed: a
+		// release before that reply would be claimed by that attempt.
+		waitFor(t, func() bool { return attempts.n.Load() >= 2 }, "the waiter did not settle")
 		failing.armed.Store(true)
+		n := attempts.n.Load()
 		require.NoError(t, holder.Release(ctx))
 		r := <-got
 		require.NoError(t, r.err)
 		l := r.l
+		require.Equal(t, n, attempts.n.Load(), "the waiter claimed the lock: no hand-over lease to test")
 		defer l.Release(context.Background())
 
 		waitFor(t, func() bool { return failing.failed.Load() }, "the first extension was not sent")
