@@ -185,24 +185,26 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 }
 
 // acquireCalls counts a Client's acquire-script calls (attempts and
-// claims), lone or pipelined, as they are sent.
+// claims), lone or pipelined, once their replies are in.
 type acquireCalls struct{ n atomic.Int64 }
 
 func (h *acquireCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *acquireCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
 		h.count(cmd)
-		return next(ctx, cmd)
+		return err
 	}
 }
 
 func (h *acquireCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
 		for _, cmd := range cmds {
 			h.count(cmd)
 		}
-		return next(ctx, cmds)
+		return err
 	}
 }
 
