@@ -203,6 +203,45 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("another Client's waiter on each primary takes the lock handed to it without a claim", func(t *testing.T) {
+		flush(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		holders := redislock.New(rdb, quiet)
+		wrdb := cluster.Client(t)
+		attempts := &acquireCalls{}
+		wrdb.AddHook(attempts)
+		waiter := redislock.New(wrdb, quiet)
+		for _, name := range namesOnEachPrimary(t, cluster, "handed") {
+			key := "lock:{" + name + "}"
+			holder, err := holders.Acquire(ctx, name, redislock.WithTTL(time.Minute))
+			require.NoError(t, err)
+			before := attempts.n.Load()
+			got := make(chan acquired, 1)
+			go func() {
+				l, err := waiter.Acquire(ctx, name, redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+				got <- acquired{l, err}
+			}()
+			eventually(t, 10*time.Second, func() bool { return rdb.ZCard(ctx, key+":q").Val() == 1 }, "the waiter for %s did not queue", name)
+			// It tries, subscribes (SSUBSCRIBE), and tries once more.
+			eventually(t, 10*time.Second, func() bool { return attempts.n.Load() >= before+2 }, "the waiter for %s did not settle", name)
+			before = attempts.n.Load()
+			released := time.Now()
+			require.NoError(t, holder.Release(ctx))
+			g := <-got
+			require.NoError(t, g.err, name)
+			if n := attempts.n.Load() - before; n > 0 {
+				// Only a stall past the waiter's half-second refresh
+				// lets an attempt in between.
+				require.Greater(t, time.Since(released), 400*time.Millisecond, "the waiter for %s claimed the lock handed to it", name)
+				t.Logf("%s: stalled for %v, the waiter's refresh came first", name, time.Since(released))
+			}
+			require.Equal(t, g.l.Token(), rdb.Get(ctx, key).Val())
+			eventually(t, 10*time.Second, func() bool { return rdb.PTTL(ctx, key).Val() > 20*time.Second }, "the lease of %s was not extended to the waiter's TTL", name)
+			require.NoError(t, g.l.Release(ctx))
+		}
+	})
+
 	t.Run("Elect passes leadership on at a release and at a dead leader's lease end", func(t *testing.T) {
 		flush(t)
 		testElectOn(t, func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, "cluster-leader")

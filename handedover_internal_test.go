@@ -233,8 +233,8 @@ func (h *scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 func (h *scriptCount) count(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) < 2 {
-		return
+	if len(args) < 2 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return // an EVALSHA the server did not know: the EVAL that follows is the call
 	}
 	switch cmd.Name() {
 	case "evalsha":

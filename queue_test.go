@@ -210,8 +210,8 @@ func (h *acquireCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 
 func (h *acquireCalls) count(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) < 2 {
-		return
+	if len(args) < 2 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return // an EVALSHA the server did not know: the EVAL that follows is the call
 	}
 	if cmd.Name() == "evalsha" && args[1] == acquireSHA {
 		h.n.Add(1)
