@@ -103,9 +103,10 @@ const (
 	// queueRefresh is how often a queued waiter comes back to Redis when
 	// nothing else wakes it, which keeps its place.
 	queueRefresh = queueHold / 3
-	// handoffClaim is how long a waiter the lock was handed to has to
-	// claim it (at most the TTL): if it is gone, the lock is free again
-	// after that.
+	// handoffClaim is how long the lock handed to a waiter is held for
+	// it (at most the releaser's TTL): the waiter takes it, counting that
+	// lease from its first attempt, and extends it, or claims it; if the
+	// waiter is gone, the lock is free again after that.
 	handoffClaim = time.Second
 )
 

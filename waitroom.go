@@ -88,7 +88,7 @@ func (r *waitRoom) expect(ticket string) { r.ticket.Store(&ticket) }
 // does; a hand-over only when it is to the room's turn holder. A
 // hand-over's announcement is "g:" and the ticket, then "/" and the lease
 // in milliseconds the release gave (see lua/release.lua); one without the
-// lease (a Break, a shared release) is claimed as before.
+// lease (a release of an earlier version) is claimed as before.
 func (r *waitRoom) wants(payload string) bool {
 	rest, isHandover := strings.CutPrefix(payload, "g:")
 	if !isHandover || r.everyHandover {
