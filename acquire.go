@@ -119,11 +119,9 @@ type acquisition struct {
 
 	// ticket: what a release announces when it hands the lock to us
 	// (queued only); firstSent: when our first attempt was sent, before
-	// any hand-over to us; lease: the lease of a hand-over taken without
-	// a claim (see handedOver), 0 for the TTL.
+	// any hand-over to us.
 	ticket    string
 	firstSent time.Time
-	lease     time.Duration
 }
 
 // begin checks what every acquiring call checks before its first
@@ -187,22 +185,22 @@ func (a *acquisition) run() (*Lock, error) {
 		}
 	}
 	for {
-		if lease, ok := a.handedOver(); ok {
-			a.sent, a.fence, a.lease = a.firstSent, 0, lease
-			a.inQueue = false // the release took our place
-			return a.succeed()
-		}
 		acquired, err := a.attempt()
 		switch {
 		case err != nil:
 			return a.fail(err)
 		case acquired:
-			return a.succeed()
+			return a.succeed(a.o.ttl)
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
 		if err := a.sleep(); err != nil {
 			return a.fail(err)
+		}
+		if lease, ok := a.handedOver(); ok {
+			a.sent, a.fence = a.firstSent, 0
+			a.inQueue = false // the release took our place
+			return a.succeed(lease)
 		}
 	}
 }
@@ -313,7 +311,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 // its TTL from the start), nor when less than half the lease is left by
 // that reckoning: then the next attempt claims it, as any attempt would.
 func (a *acquisition) handedOver() (time.Duration, bool) {
-	if a.room == nil || !a.queued || a.attempts == 0 {
+	if !a.queued {
 		return 0, false
 	}
 	lease, ok := a.room.takeHandover(a.ticket)
@@ -382,17 +380,14 @@ func (a *call) handOut() error {
 	return nil
 }
 
-// succeed hands out the Lock, unless the reply came after the lease's
-// safe deadline: then the key is given back and the caller told.
-func (a *acquisition) succeed() (*Lock, error) {
+// succeed hands out the Lock, held for lease from a.sent (the TTL, or a
+// hand-over's lease, see handedOver), unless the reply came after the
+// lease's safe deadline: then the key is given back and the caller told.
+func (a *acquisition) succeed(lease time.Duration) (*Lock, error) {
 	if err := a.handOut(); err != nil {
 		return a.fail(err)
 	}
 	a.keepRoom = true
-	lease := a.o.ttl
-	if a.lease > 0 {
-		lease = a.lease
-	}
 	a.l.startLeased(a.parent, a.fence, a.sent, lease, a.room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
