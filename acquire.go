@@ -292,10 +292,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		return true, nil
 	}
 	a.held, a.inQueue = true, a.queued
-	a.holderEnds = time.Time{}
-	if holderTTL > 0 {
-		a.holderEnds = time.Now().Add(holderTTL)
-	}
+	a.heldFor(holderTTL)
 	return false, nil
 }
 
@@ -353,12 +350,25 @@ func (a *call) failed(err error) error {
 }
 
 // failed is call.failed, and when ctx has ended, why the wait stopped.
-func (a *acquisition) failed(err error) error {
-	err = a.call.failed(err)
+func (a *acquisition) failed(err error) error { return a.failedIn(a, err) }
+
+// failedIn is call.failed, and when ctx has ended, why the wait stopped
+// (in the words of kind, the call's own stopped).
+func (a *call) failedIn(kind interface{ stopped(why error) error }, err error) error {
+	err = a.failed(err)
 	if a.ctx.Err() != nil {
-		return join(a.stopped(a.ctx.Err()), err)
+		return join(kind.stopped(a.ctx.Err()), err)
 	}
 	return err
+}
+
+// heldFor notes how long the holder that kept the last attempt out still
+// holds (0: unknown).
+func (a *call) heldFor(holder time.Duration) {
+	a.holderEnds = time.Time{}
+	if holder > 0 {
+		a.holderEnds = time.Now().Add(holder)
+	}
 }
 
 // handOut checks a granted attempt before its Lock is handed out: a reply
@@ -464,12 +474,16 @@ func (a *acquisition) sleep() error {
 
 // nextWake returns when to ask Redis again, and whether that is the end of
 // the strategy's current wait.
-func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
+func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) { return a.wakeAt(a.queued) }
+
+// wakeAt is when to look again without an announcement heard: the end of
+// the strategy's current wait (waitEnds), the holder's lease end, and, for
+// a call queued on the server, the refresh that keeps its place,
+// whichever comes first.
+func (a *call) wakeAt(queued bool) (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
-	if a.queued {
-		if refresh := a.sent.Add(queueRefresh); refresh.Before(wake) {
-			wake, waitEnds = refresh, false
-		}
+	if refresh := a.sent.Add(queueRefresh); queued && refresh.Before(wake) {
+		wake, waitEnds = refresh, false
 	}
 	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
 		wake, waitEnds = a.holderEnds, false

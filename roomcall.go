@@ -106,24 +106,6 @@ func (a *roomCall) record(cmd *redis.Cmd, ackErr error) (acquired bool, err erro
 	return false, nil
 }
 
-// heldFor notes how long the holder that kept the last attempt out still
-// holds (0: unknown).
-func (a *roomCall) heldFor(holder time.Duration) {
-	a.holderEnds = time.Time{}
-	if holder > 0 {
-		a.holderEnds = time.Now().Add(holder)
-	}
-}
-
-// failedIn is call.failed, and when ctx has ended, why the wait stopped.
-func (a *roomCall) failedIn(kind roomAttempts, err error) error {
-	err = a.call.failed(err)
-	if a.ctx.Err() != nil {
-		return join(kind.stopped(a.ctx.Err()), err)
-	}
-	return err
-}
-
 // succeed hands out the Lock with the fence the last attempt took, unless
 // the reply came after the lease's safe deadline (then the hold is given
 // back).
@@ -134,20 +116,6 @@ func (a *roomCall) succeed() (*Lock, error) {
 	a.l.start(a.parent, a.fence, a.sent, nil)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	return a.l, nil
-}
-
-// wakeAt is when to look again without an announcement heard: the end of
-// the strategy's wait, the holder's lease end, and, for a call queued on
-// the server, the refresh that keeps its place, whichever comes first.
-func (a *roomCall) wakeAt(queued bool) time.Time {
-	wake := a.patience.end
-	if refresh := a.sent.Add(queueRefresh); queued && refresh.Before(wake) {
-		wake = refresh
-	}
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake = a.holderEnds
-	}
-	return wake
 }
 
 // close leaves the room, and undoes what the call leaves (see call.close).

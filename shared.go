@@ -115,8 +115,11 @@ func (a *sharedAcquisition) attempt() (bool, error) {
 }
 
 // nextWake: the queue's refresh also finds an exclusive waiter ahead of
-// us gone (see roomCall.wakeAt).
-func (a *sharedAcquisition) nextWake() time.Time { return a.wakeAt(true) }
+// us gone (see call.wakeAt).
+func (a *sharedAcquisition) nextWake() time.Time {
+	wake, _ := a.wakeAt(true)
+	return wake
+}
 
 func (a *sharedAcquisition) run() (*Lock, error) { return a.runIn(a) }
 
