@@ -22,3 +22,11 @@ func GiveBackShared(ctx context.Context, rdb redis.UniversalClient, key, token s
 	keys := []string{key, lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key)}
 	return sharedReleaseScript.Run(ctx, rdb, keys, token, "PUBLISH 1000", "1").Err()
 }
+
+// ScriptCalls is a go-redis hook that counts the calls of one of the
+// library's scripts, lone or pipelined, once answered (see scriptCount).
+type ScriptCalls = scriptCount
+
+// CountAcquireScript returns a hook counting the acquire script's calls:
+// a waiter's attempts, and its claims.
+func CountAcquireScript() *ScriptCalls { return &scriptCount{sha: acquireSHA.(string)} }

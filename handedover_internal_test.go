@@ -124,26 +124,13 @@ func TestALateHandOverAnnouncementIsClaimedNotTaken(t *testing.T) {
 
 		admin := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = admin.Close() })
-		holders := New(admin, WithLogger(discard()))
-		defer holders.Close(context.Background())
-		holder, err := holders.Acquire(ctx, "job", WithTTL(time.Minute))
-		require.NoError(t, err)
-
-		got := make(chan acquireResult, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, "job", WithTTL(time.Minute))
-			got <- acquireResult{l, err}
-		}()
+		holder, got := queueBehindAnotherClient(t, ctx, waiter, admin, "job")
 		key := DefaultKeyPrefix + "{job}"
-		channel := handoverChannel(key, waiter.rooms().tag)
-		waitFor(t, func() bool {
-			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-		}, "the waiter did not queue and subscribe")
 		// Release right after one of the waiter's attempts, so that its next
 		// comes half a second later, after the hand-over lapsed.
 		proxy.SetDelay(2 * time.Second)
-		n := attempts.n.Load()
-		waitFor(t, func() bool { return attempts.n.Load() > n }, "the waiter did not come back")
+		n := attempts.Calls()
+		waitFor(t, func() bool { return attempts.Calls() > n }, "the waiter did not come back")
 		require.NoError(t, holder.Release(ctx))
 		released := time.Now()
 
@@ -166,8 +153,8 @@ func TestALateHandOverAnnouncementIsClaimedNotTaken(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the hand-over was not announced")
 		}
-		n = attempts.n.Load()
-		waitFor(t, func() bool { return attempts.n.Load() > n }, "the waiter did not claim")
+		n = attempts.Calls()
+		waitFor(t, func() bool { return attempts.Calls() > n }, "the waiter did not claim")
 		select {
 		case r := <-got:
 			t.Fatalf("the waiter took a lock held by another (token %q, error %v)", r.l.Token(), r.err)
@@ -182,6 +169,30 @@ func TestALateHandOverAnnouncementIsClaimedNotTaken(t *testing.T) {
 		require.NoError(t, r.err)
 		require.NoError(t, r.l.Release(ctx))
 	})
+}
+
+// queueBehindAnotherClient has a Client of its own on admin take name for
+// a minute, starts waiter's Acquire of it (a minute's TTL, the waiter's
+// backoff), and returns once the waiter is queued on the server and
+// listens for its hand-over: the holder, and where the waiter's verdict
+// comes.
+func queueBehindAnotherClient(t *testing.T, ctx context.Context, waiter *Client, admin *redis.Client, name string) (*Lock, <-chan acquireResult) {
+	t.Helper()
+	holders := New(admin, WithLogger(discard()))
+	t.Cleanup(func() { _ = holders.Close(context.Background()) })
+	holder, err := holders.Acquire(ctx, name, WithTTL(time.Minute))
+	require.NoError(t, err)
+	got := make(chan acquireResult, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, name, WithTTL(time.Minute))
+		got <- acquireResult{l, err}
+	}()
+	key := DefaultKeyPrefix + "{" + name + "}"
+	channel := handoverChannel(key, waiter.rooms().tag)
+	waitFor(t, func() bool {
+		return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+	}, "the waiter did not queue and subscribe")
+	return holder, got
 }
 
 // handOverSniffer is a connection that says when a hand-over's
@@ -210,6 +221,9 @@ type scriptCount struct {
 	sha string
 	n   atomic.Int64
 }
+
+// Calls returns how many calls were answered so far.
+func (h *scriptCount) Calls() int64 { return h.n.Load() }
 
 func (h *scriptCount) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -267,31 +281,18 @@ func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
 
 		admin := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = admin.Close() })
-		holders := New(admin, WithLogger(discard()))
-		defer holders.Close(context.Background())
-		holder, err := holders.Acquire(ctx, "job", WithTTL(time.Minute))
-		require.NoError(t, err)
-
-		got := make(chan acquireResult, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, "job", WithTTL(time.Minute))
-			got <- acquireResult{l, err}
-		}()
+		holder, got := queueBehindAnotherClient(t, ctx, waiter, admin, "job")
 		key := DefaultKeyPrefix + "{job}"
-		channel := handoverChannel(key, waiter.rooms().tag)
-		waitFor(t, func() bool {
-			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
-		}, "the waiter did not queue and subscribe")
 		// It tries, subscribes, and tries once more once subscribed: a
 		// release before that reply would be claimed by that attempt.
-		waitFor(t, func() bool { return attempts.n.Load() >= 2 }, "the waiter did not settle")
+		waitFor(t, func() bool { return attempts.Calls() >= 2 }, "the waiter did not settle")
 		failing.armed.Store(true)
-		n := attempts.n.Load()
+		n := attempts.Calls()
 		require.NoError(t, holder.Release(ctx))
 		r := <-got
 		require.NoError(t, r.err)
 		l := r.l
-		require.Equal(t, n, attempts.n.Load(), "the waiter claimed the lock: no hand-over lease to test")
+		require.Equal(t, n, attempts.Calls(), "the waiter claimed the lock: no hand-over lease to test")
 		defer l.Release(context.Background())
 
 		waitFor(t, func() bool { return failing.failed.Load() }, "the first extension was not sent")

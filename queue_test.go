@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,7 +108,7 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 		addr := b.rdb.Options().Addr
 		holderPod := newPod(t, addr)
 		rdb := newRedisClient(t, addr)
-		attempts := &acquireCalls{}
+		attempts := redislock.CountAcquireScript()
 		rdb.AddHook(attempts)
 		waiter := redislock.New(rdb, quiet)
 
@@ -138,7 +137,7 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 					}
 					holder, err := acquire(ctx, name, redislock.WithTTL(time.Minute))
 					require.NoError(t, err)
-					before := attempts.n.Load()
+					before := attempts.Calls()
 					got := make(chan acquired, 1)
 					go func() {
 						l, err := waiter.Acquire(ctx, name, redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
@@ -149,24 +148,18 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 						return b.rdb.PubSubNumSub(ctx, key+":released").Val()[key+":released"] == 1
 					}, "the waiter is not listening")
 					// It tries, subscribes, and tries once more once subscribed.
-					eventually(t, 10*time.Second, func() bool { return attempts.n.Load() >= before+2 }, "the waiter did not settle")
+					eventually(t, 10*time.Second, func() bool { return attempts.Calls() >= before+2 }, "the waiter did not settle")
 
-					before = attempts.n.Load()
+					before = attempts.Calls()
 					ended := time.Now()
 					require.NoError(t, tc.end(ctx, holder))
 					g := <-got
 					require.NoError(t, g.err)
 					_ = holder.Release(ctx) // after a Break: ErrNotHeld
-					if n := attempts.n.Load() - before; n > 0 {
-						// Sent an attempt between the hand-over and the
-						// verdict: a claim, unless the machine stalled for
-						// so long that the waiter's half-second refresh
-						// came first.
+					if stalledPastRefresh(t, attempts.Calls()-before, ended, tc.name) {
 						require.Less(t, round, 3, "the machine stalled in every round")
-						require.Greater(t, time.Since(ended), 400*time.Millisecond, "the waiter claimed the lock handed to it (%d attempts)", n)
-						t.Logf("round %d: stalled for %v, the waiter's refresh came first; again", round, time.Since(ended))
 						require.NoError(t, g.l.Release(ctx))
-						continue
+						continue // again
 					}
 					require.Zero(t, g.l.Fence(), "no fence asked for")
 					require.NoError(t, g.l.Context().Err())
@@ -174,7 +167,7 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 					eventually(t, 10*time.Second, func() bool {
 						return b.rdb.PTTL(ctx, key).Val() > 20*time.Second
 					}, "the watchdog did not extend the hand-over's lease to the waiter's TTL")
-					require.Equal(t, before, attempts.n.Load(), "the lease was extended, not claimed")
+					require.Equal(t, before, attempts.Calls(), "the lease was extended, not claimed")
 					require.NoError(t, g.l.Release(ctx))
 					require.Zero(t, b.rdb.Exists(ctx, key, key+":q", key+":qx").Val(), "nothing left behind")
 					return
@@ -184,41 +177,19 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 	})
 }
 
-// acquireCalls counts a Client's acquire-script calls (attempts and
-// claims), lone or pipelined, once their replies are in.
-type acquireCalls struct{ n atomic.Int64 }
-
-func (h *acquireCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *acquireCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
+// stalledPastRefresh tells whether the waiter sent n attempts between the
+// hand-over at handedAt and its verdict, which only a stall past its
+// half-second refresh explains: sooner, it claimed the lock handed to it,
+// and the test fails.
+func stalledPastRefresh(t *testing.T, n int64, handedAt time.Time, what string) bool {
+	t.Helper()
+	if n == 0 {
+		return false
 	}
-}
-
-func (h *acquireCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
-	}
-}
-
-func (h *acquireCalls) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 2 || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return // an EVALSHA the server did not know: the EVAL that follows is the call
-	}
-	if cmd.Name() == "evalsha" && args[1] == acquireSHA {
-		h.n.Add(1)
-	}
-	if src, ok := args[1].(string); ok && cmd.Name() == "eval" && redis.NewScript(src).Hash() == acquireSHA {
-		h.n.Add(1)
-	}
+	stall := time.Since(handedAt)
+	require.Greater(t, stall, 400*time.Millisecond, "%s: the waiter claimed the lock handed to it (%d attempts)", what, n)
+	t.Logf("%s: stalled for %v, the waiter's refresh came first", what, stall)
+	return true
 }
 
 func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
