@@ -294,6 +294,7 @@ func runContended(b *testing.B, srv *redistest.Server, lib string, procs, perPro
 	acq := float64(stats.Acquisitions)
 	server := after.since(before)
 	b.Logf("N=%d acquisitions=%d commands: %v", b.N, stats.Acquisitions, server)
+	b.Logf("acquisitions per holder (holder %d to %d in process 0, and so on): %v", 0, perProc-1, stats.PerHolder)
 	b.ReportMetric(acq/stats.Span.Seconds(), "acq/s")
 	b.ReportMetric(float64(percentile(stats.Handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
 	b.ReportMetric(float64(percentile(stats.Handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
