@@ -256,7 +256,7 @@ func runContended(b *testing.B, srv *redistest.Server, lib string, procs, perPro
 			b.Fatalf("a holder process failed to start: %v", err)
 		}
 	}
-	before, err := readCommandStats(ctx, admin)
+	before, err := readServerWork(ctx, admin)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func runContended(b *testing.B, srv *redistest.Server, lib string, procs, perPro
 		}
 	}
 	b.StopTimer()
-	after, err := readCommandStats(ctx, admin)
+	after, err := readServerWork(ctx, admin)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -293,12 +293,15 @@ func runContended(b *testing.B, srv *redistest.Server, lib string, procs, perPro
 	}
 	acq := float64(stats.Acquisitions)
 	server := after.since(before)
-	b.Logf("N=%d acquisitions=%d commands: %v", b.N, stats.Acquisitions, server)
+	b.Logf("N=%d acquisitions=%d commands: %v", b.N, stats.Acquisitions, server.calls)
+	b.Logf("microseconds per command: %v; server CPU %v", server.micros, server.cpu)
 	b.Logf("acquisitions per holder (holder %d to %d in process 0, and so on): %v", 0, perProc-1, stats.PerHolder)
 	b.ReportMetric(acq/stats.Span.Seconds(), "acq/s")
 	b.ReportMetric(float64(percentile(stats.Handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
 	b.ReportMetric(float64(percentile(stats.Handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
-	b.ReportMetric(float64(server.total())/acq, "cmds/acq")
+	b.ReportMetric(float64(server.calls.total())/acq, "cmds/acq")
+	b.ReportMetric(float64(server.cpu.Microseconds())/acq, "server-cpu-µs/acq")
+	b.ReportMetric(float64(server.scriptMicros())/acq, "script-µs/acq")
 	b.ReportMetric(float64(commands)/acq, "client-cmds/acq")
 	b.ReportMetric(float64(roundTrips)/acq, "rt/acq")
 	b.ReportMetric(stats.fairness(holders), "fairness-min/max")

@@ -63,6 +63,47 @@ func TestCommandStats(t *testing.T) {
 	})
 }
 
+func TestServerWork(t *testing.T) {
+	const info = "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=12,usec=300,usec_per_call=25.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_get:calls=12,usec=24,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
+		"\r\n# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:0.500000\r\n" +
+		"used_cpu_sys_children:9.000000\r\nused_cpu_user_children:9.000000\r\n"
+
+	t.Run("reads calls, microseconds and the process's CPU time", func(t *testing.T) {
+		w, err := parseServerWork(info)
+		require.NoError(t, err)
+		require.Equal(t, commandStats{"evalsha": 12, "get": 12}, w.calls)
+		require.Equal(t, commandStats{"evalsha": 300, "get": 24}, w.micros)
+		require.Equal(t, 1750*time.Millisecond, w.cpu, "user + system of the server, not of its children")
+		require.EqualValues(t, 300, w.scriptMicros())
+	})
+	t.Run("rejects a reply without the CPU section", func(t *testing.T) {
+		_, err := parseServerWork("cmdstat_get:calls=1,usec=2\r\nused_cpu_sys:1.0\r\n")
+		require.ErrorContains(t, err, "no used_cpu_user line")
+	})
+	t.Run("rejects a line without a usec field", func(t *testing.T) {
+		_, err := parseServerWork("cmdstat_get:calls=1\r\n")
+		require.ErrorContains(t, err, "no usec field")
+	})
+	t.Run("measures a real server: a script's time includes its commands'", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb := srv.Client(t)
+		ctx := context.Background()
+		before, err := readServerWork(ctx, rdb)
+		require.NoError(t, err)
+		const script = "for i = 1, 20000 do redis.call('SET', KEYS[1], i) end return 1"
+		require.NoError(t, rdb.Eval(ctx, script, []string{"k"}).Err())
+		after, err := readServerWork(ctx, rdb)
+		require.NoError(t, err)
+		w := after.since(before)
+		require.EqualValues(t, 20000, w.calls["set"])
+		require.Positive(t, w.micros["set"])
+		require.GreaterOrEqual(t, w.scriptMicros(), w.micros["set"], "the script's time counts the SETs it ran")
+		require.Positive(t, w.cpu, "20,000 SETs take the server some CPU time")
+	})
+}
+
 func TestRawBaseline(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

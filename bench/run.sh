@@ -40,6 +40,9 @@ run go test -run '^$' -bench '^(BenchmarkInterleaved|BenchmarkFencingFloor|Bench
 # Contended: one op is one acquisition, 2,000 of them per run.
 run go test -run '^$' -bench '^(BenchmarkContended|BenchmarkContendedProcesses|BenchmarkFreeForAll|BenchmarkFreeForAllProcesses)$' \
   -benchtime 2000x -count "$COUNT" -timeout 60m .
+# What the server spends on one hand-over's scripts, on an idle server (one
+# op is one script call).
+run go test -run '^$' -bench '^BenchmarkServerWork$' -benchtime 3000x -count "$COUNT" -timeout 60m .
 # Storms: 500 goroutines on one name for 6 s, idle and under CPU load (one op
 # is one storm).
 run go test -run '^$' -bench '^BenchmarkStorm$' -benchtime 1x -count "$COUNT" -timeout 60m .
