@@ -54,7 +54,12 @@ func BenchmarkServerWork(b *testing.B) {
 		setup: func(pipe redis.Pipeliner, i int) {
 			if i == 0 {
 				pipe.Set(ctx, "w:lock", "holder", 0)
+				return
 			}
+			// The previous waiter leaves: a short queue, as behind a
+			// lock that a few processes share.
+			pipe.ZRem(ctx, "w:queue", waiter(i-1))
+			pipe.ZRem(ctx, "w:expiries", waiter(i-1))
 		},
 	}, {
 		name: "release-hands-over", script: luaFile(b, "release.lua"), inner: 8,
