@@ -78,7 +78,7 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 				"name", l.name, "error", releaseErr)
 		}
 		if lost != nil {
-			err = errors.Join(lost, err)
+			err = join(lost, err)
 		}
 	}()
 	return fn(runCtx)

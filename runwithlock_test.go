@@ -79,6 +79,8 @@ func TestRunWithLock(t *testing.T) {
 			}, redislock.WithExtendInterval(10*time.Millisecond))
 			require.ErrorIs(t, err, boom)
 			require.ErrorIs(t, err, redislock.ErrLockLost)
+			require.NotContains(t, err.Error(), "\n", "the loss and fn's error are one line, as every error of the package")
+			require.Contains(t, err.Error(), "; stopped")
 			var lost *redislock.LostError
 			require.ErrorAs(t, err, &lost)
 			require.Equal(t, redislock.Taken, lost.Reason)
