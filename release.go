@@ -31,14 +31,16 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	_, err := l.release(ctx)
+	_, err := l.release(ctx, true)
 	return err
 }
 
 // release is Release that also returns the loss it found, when the script
 // said the key was no longer ours: the lease ran out (or was taken) while
-// held and nobody noticed in time (watchdog off, or a pause).
-func (l *Lock) release(ctx context.Context) (*LostError, error) {
+// held and nobody noticed in time (watchdog off, or a pause). detach makes
+// the detached attempt when ctx ends first; without it ctx is the only
+// bound (RunWithLock's own detached context of ReleaseTimeout).
+func (l *Lock) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.mu.Lock()
 	if l.releasing != releaseNone {
 		// Another Release sent (or is sending) it: report the hold
@@ -64,11 +66,11 @@ func (l *Lock) release(ctx context.Context) (*LostError, error) {
 		err   error
 	)
 	sent := false
-	if ctx.Err() == nil {
+	if ctx.Err() == nil || !detach {
 		reply, err = l.sendRelease(ctx, room)
 		room, sent = nil, true // handed on
 	}
-	if !sent || (err != nil && ctx.Err() != nil) {
+	if detach && (!sent || (err != nil && ctx.Err() != nil)) {
 		// ctx was done before, or ended during, the attempt: one attempt
 		// detached from it (a second release of our token is harmless).
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)

@@ -67,7 +67,7 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 		errors.As(context.Cause(lockCtx), &lost)
 
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
-		foundLost, releaseErr := l.release(releaseCtx)
+		foundLost, releaseErr := l.release(releaseCtx, false)
 		cancelRelease()
 		switch {
 		case lost != nil:
