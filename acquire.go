@@ -272,6 +272,12 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	}
 	if a.attempts == 1 {
 		a.firstSent = a.sent
+		if a.early != nil {
+			// An attempt sent for us with a release whose reply was lost
+			// may still have run and queued us: a hand-over to us can
+			// come after it, before our own. Our first attempt is that one.
+			a.firstSent = a.early.sent
+		}
 	}
 	a.early = nil
 	// A store may explain a refusal (a quorum's counts): that is still

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -329,4 +330,147 @@ func (h *failFirstExtension) ProcessPipelineHook(next redis.ProcessPipelineHook)
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// A waiter's first attempt, sent by its Client's releaser in the release's
+// round trip, can run on the server and queue the waiter although its
+// reply is lost. A hand-over to the waiter can then come before the
+// waiter's own first attempt: its lease is dated from the attempt that
+// rode along, or the waiter takes a hand-over that lapsed while someone
+// else holds the lock. Here H and W share a Client, X (another Client) is
+// first in the server's queue: H's release hands the lock to X and queues
+// W, and its reply is held back, then lost. X releases, handing the lock to
+// W for a second; that lapses, Y takes the lock, and only then W's turn
+// comes with the lost reply: W must claim, find Y, and wait on.
+func TestARideAlongAttemptWhoseReplyWasLostDatesTheHandOver(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		announced := make(chan struct{}, 1)
+		rdbA := redis.NewClient(&redis.Options{Addr: addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &handOverSniffer{Conn: conn, seen: announced}, nil
+		}})
+		t.Cleanup(func() { _ = rdbA.Close() })
+		stall := &loseRideAlong{ran: make(chan struct{}), free: make(chan struct{})}
+		rdbA.AddHook(stall)
+		attempts := &scriptCount{sha: acquireSHA.(string)}
+		rdbA.AddHook(attempts)
+		a := New(rdbA, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		defer a.Close(context.Background())
+		var freeOnce sync.Once
+		free := func() { freeOnce.Do(func() { close(stall.free) }) }
+		defer free()
+		rdbB := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = rdbB.Close() })
+		b := New(rdbB, WithLogger(discard()))
+		defer b.Close(context.Background())
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		require.NoError(t, releaseScript.Load(ctx, admin).Err())
+		key := DefaultKeyPrefix + "{job}"
+
+		// H waited for the lock: A's room listens for hand-overs, and
+		// keeps listening while H holds it.
+		first, hGot := queueBehindAnotherClient(t, ctx, a, admin, "job")
+		require.NoError(t, first.Release(ctx))
+		hr := <-hGot
+		require.NoError(t, hr.err)
+		h := hr.l
+		channelA := handoverChannel(key, a.rooms().tag)
+		require.EqualValues(t, 1, admin.PubSubNumSub(ctx, channelA).Val()[channelA], "A listens for hand-overs")
+		xGot := make(chan acquireResult, 1)
+		go func() {
+			l, err := b.Acquire(ctx, "job", WithTTL(time.Minute), WithRetry(LinearBackoff(time.Hour)))
+			xGot <- acquireResult{l, err}
+		}()
+		channel := handoverChannel(key, b.rooms().tag)
+		waitFor(t, func() bool {
+			return admin.ZCard(ctx, key+":q").Val() == 1 && admin.PubSubNumSub(ctx, channel).Val()[channel] == 1
+		}, "X did not queue and subscribe")
+		wGot := queuedBehind(t, ctx, a, "job", WithTTL(time.Minute))
+
+		stall.armed.Store(true)
+		released := make(chan struct{})
+		go func() {
+			defer close(released)
+			_ = h.Release(ctx) // its reply is lost: the janitor retries, harmlessly
+		}()
+		select {
+		case <-stall.ran:
+		case <-time.After(10 * time.Second):
+			t.Fatal("H's release did not carry W's attempt")
+		}
+		require.EqualValues(t, 1, admin.ZCard(ctx, key+":q").Val(), "W's attempt ran and queued W")
+		x := <-xGot
+		require.NoError(t, x.err)
+		require.NoError(t, x.l.Release(ctx), "X hands the lock to W")
+		handed := time.Now()
+		select {
+		case <-announced:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hand-over to W was not announced")
+		}
+		// The hand-over's lease (1 s) ends unclaimed: on redis-server the
+		// key expires; miniredis's clock stands still, so it is deleted.
+		waitFor(t, func() bool { return time.Since(handed) > 1100*time.Millisecond }, "")
+		admin.Del(ctx, key)
+		const other = "Y, another holder"
+		require.True(t, admin.SetNX(ctx, key, other, time.Minute).Val())
+
+		n := attempts.Calls()
+		free()
+		<-released
+		waitFor(t, func() bool { return attempts.Calls() >= n+2 || len(wGot) > 0 }, "W neither claimed nor returned")
+		select {
+		case r := <-wGot:
+			t.Fatalf("W took a lock held by another (error %v, key holds %q)", r.err, admin.Get(ctx, key).Val())
+		default:
+		}
+		require.Equal(t, other, admin.Get(ctx, key).Val())
+
+		// Released, the lock goes to W as usual.
+		require.NoError(t, admin.Del(ctx, key).Err())
+		r := <-wGot
+		require.NoError(t, r.err)
+		require.NoError(t, r.l.Release(ctx))
+	})
+}
+
+// loseRideAlong, once armed, lets the first pipeline of a release and a
+// waiter's attempt run on the server, holds its replies until free is
+// closed, then fails them, as a reply lost on the network.
+type loseRideAlong struct {
+	armed     atomic.Bool
+	ran, free chan struct{}
+}
+
+func (h *loseRideAlong) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *loseRideAlong) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *loseRideAlong) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) != 2 || !h.armed.Load() || !isScript(cmds[0], releaseSHA) || !isScript(cmds[1], acquireSHA) {
+			return next(ctx, cmds)
+		}
+		h.armed.Store(false)
+		_ = next(ctx, cmds)
+		close(h.ran)
+		<-h.free
+		err := errors.New("i/o timeout (injected)")
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
+		return err
+	}
+}
+
+// isScript tells whether cmd is an EVALSHA of the script with that SHA1.
+func isScript(cmd redis.Cmder, sha any) bool {
+	args := cmd.Args()
+	return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha
 }
