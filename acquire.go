@@ -190,7 +190,7 @@ func (a *acquisition) run() (*Lock, error) {
 		case err != nil:
 			return a.fail(err)
 		case acquired:
-			return a.succeed(a.o.ttl)
+			return a.succeed(a.o.ttl, a.sent)
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
@@ -200,7 +200,7 @@ func (a *acquisition) run() (*Lock, error) {
 		if lease, ok := a.handedOver(); ok {
 			a.sent, a.fence = a.firstSent, 0
 			a.inQueue = false // the release took our place
-			return a.succeed(lease)
+			return a.succeed(lease, time.Now())
 		}
 	}
 }
@@ -406,14 +406,15 @@ func (a *call) handOut() error {
 }
 
 // succeed hands out the Lock, held for lease from a.sent (the TTL, or a
-// hand-over's lease, see handedOver), unless the reply came after the
-// lease's safe deadline: then the key is given back and the caller told.
-func (a *acquisition) succeed(lease time.Duration) (*Lock, error) {
+// hand-over's lease, see handedOver) and taken at took (its hold counts
+// from then), unless the reply came after the lease's safe deadline: then
+// the key is given back and the caller told.
+func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
 	if err := a.handOut(); err != nil {
 		return a.fail(err)
 	}
 	a.keepRoom = true
-	a.l.startLeased(a.parent, a.fence, a.sent, lease, a.room)
+	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, a.room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,

@@ -474,3 +474,41 @@ func isScript(cmd redis.Cmder, sha any) bool {
 	args := cmd.Args()
 	return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha
 }
+
+// WithMaxHold counts from when the waiter took the lock handed to it, as
+// it does from a claim, not from the waiter's first attempt (which dates
+// only the hand-over's lease, on the safe side): a waiter handed the lock
+// later than its maximum hold after it queued lost it as it took it.
+func TestAHandedOverLocksMaximumHoldCountsFromTheTake(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = rdb.Close() })
+		attempts := &scriptCount{sha: acquireSHA.(string)}
+		rdb.AddHook(attempts)
+		const maxHold = 200 * time.Millisecond
+		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)), WithMaxHold(maxHold))
+		defer waiter.Close(context.Background())
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		holder, got := queueBehindAnotherClient(t, ctx, waiter, admin, "job")
+		queued := time.Now()
+		// Handed over after more than the maximum hold since the first
+		// attempt, with more than half the hand-over's lease left.
+		waitFor(t, func() bool { return time.Since(queued) > maxHold+100*time.Millisecond }, "")
+		n := attempts.Calls()
+		require.NoError(t, holder.Release(ctx))
+		r := <-got
+		returned := time.Now()
+		require.NoError(t, r.err)
+		require.Equal(t, n, attempts.Calls(), "the waiter claimed the lock: no hand-over to test")
+		<-r.l.Context().Done()
+		held := time.Since(returned)
+		var lost *LostError
+		require.ErrorAs(t, context.Cause(r.l.Context()), &lost)
+		require.Equal(t, MaxHoldReached, lost.Reason)
+		require.Greater(t, held, maxHold/2, "lost %v after Acquire returned: the maximum hold counted the wait", held)
+		_ = r.l.Release(ctx)
+	})
+}

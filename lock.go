@@ -59,17 +59,19 @@ type Lock struct {
 // start makes l the held lock, acquired with fence by a command sent at
 // sent: the safe-deadline and max-hold timers and the watchdog start.
 func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
-	l.startLeased(ctx, fence, sent, l.opts.ttl, room)
+	l.startLeased(ctx, fence, sent, sent, l.opts.ttl, room)
 }
 
 // startLeased is start for a lock whose lease on the server lasts at least
-// lease (at most the TTL) from sent: a lock handed over by a release,
-// taken without a claim (see acquisition.handedOver). When lease is
-// shorter than the TTL, the watchdog extends it to the TTL at once.
-func (l *Lock) startLeased(ctx context.Context, fence int64, sent time.Time, lease time.Duration, room *waitRoom) {
+// lease (at most the TTL) from sent, taken at took: a lock handed over by a
+// release, taken without a claim (see acquisition.handedOver), whose
+// lease is dated from an attempt before the hand-over while the hold
+// (WithMaxHold, HeldFor) counts from the take. When lease is shorter than
+// the TTL, the watchdog extends it to the TTL at once.
+func (l *Lock) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
-	l.acquiredAt, l.watch = sent, watchState{index: -1}
+	l.acquiredAt, l.watch = took, watchState{index: -1}
 	l.extending = make(chan struct{}, 1)
 	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
 	l.mu.Lock()
@@ -77,7 +79,7 @@ func (l *Lock) startLeased(ctx context.Context, fence int64, sent time.Time, lea
 	l.deadlineAlarm = alarm{lock: l, index: -1}
 	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 	if o.maxHold > 0 {
-		l.maxHoldTimer = time.AfterFunc(time.Until(sent.Add(o.maxHold)), l.onMaxHold)
+		l.maxHoldTimer = time.AfterFunc(time.Until(took.Add(o.maxHold)), l.onMaxHold)
 	}
 	if o.watchdog {
 		due := sent.Add(l.interval)
