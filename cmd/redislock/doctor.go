@@ -288,7 +288,7 @@ func (d *doctor) eviction(ctx context.Context) check {
 		return check{name, statusRisk, desc + ": nothing is evicted while there is no limit, but a limit set later evicts lock keys" +
 			map[bool]string{true: " and fence counters", false: ""}[strings.HasPrefix(policy, "allkeys-")] + "; set noeviction"}
 	case strings.HasPrefix(policy, "allkeys-"):
-		return check{name, statusBroken, desc + ": evicts lock keys (a second holder takes a held lock) and fence counters (fences go backwards); set noeviction"}
+		return check{name, statusBroken, desc + ": evicts lock keys (a second holder takes a held lock) and fence counters (fences stay ahead: the next is raised to the server clock); set noeviction"}
 	case strings.HasPrefix(policy, "volatile-"):
 		return check{name, statusRisk, desc + ": evicts lock keys, which carry a TTL, so a second holder can take a held lock; set noeviction"}
 	}
@@ -307,15 +307,15 @@ func (d *doctor) persistence(ctx context.Context) check {
 		case "always":
 			return check{name, statusOK, "AOF with appendfsync always: a restart, even after a crash of the host, keeps every acknowledged lock and fence counter"}
 		case "everysec":
-			return check{name, statusRisk, "AOF with appendfsync everysec: a crash of the host loses up to 1 s of writes, so a fence handed out in that second can be handed out again; appendfsync always closes the window"}
+			return check{name, statusRisk, "AOF with appendfsync everysec: a crash of the host loses up to 1 s of writes, so a lock taken in that second is forgotten and a second holder can take it (fences stay ahead: raised to the server clock); appendfsync always closes the window"}
 		default:
-			return check{name, statusRisk, "AOF with appendfsync " + fsync + ": the OS flushes when it likes (about 30 s on Linux), so a crash of the host loses that much of locks and fences; use appendfsync always"}
+			return check{name, statusRisk, "AOF with appendfsync " + fsync + ": the OS flushes when it likes (about 30 s on Linux), so a crash of the host forgets the locks taken in that time (fences stay ahead: raised to the server clock); use appendfsync always"}
 		}
 	}
 	if save != "" {
-		return check{name, statusRisk, `RDB snapshots only (save "` + save + `"): a restart restores an older fence counter and hands out fences again; use appendonly yes with appendfsync always`}
+		return check{name, statusRisk, `RDB snapshots only (save "` + save + `"): a restart forgets every lock taken since the last snapshot, so a second holder can take one in use (the fence counter comes back older; the next fence is raised to the server clock, above it); use appendonly yes with appendfsync always`}
 	}
-	return check{name, statusRisk, `none (appendonly no, save ""): a restart forgets every lock (a second holder can take one in use) and every fence counter (fences restart at 1); use appendonly yes with appendfsync always`}
+	return check{name, statusRisk, `none (appendonly no, save ""): a restart forgets every lock (a second holder can take one in use) and every fence counter (fences stay ahead: the next is raised to the server clock); use appendonly yes with appendfsync always`}
 }
 
 func (d *doctor) replication(ctx context.Context) check {
