@@ -547,8 +547,8 @@ func (a *acquisition) heldError() error {
 	if left := time.Until(a.holderEnds); left > 0 {
 		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
-	return join(fmt.Errorf("%w: %q is held by another holder%s, after %d attempts and %d waits",
-		ErrNotAcquired, a.name, more, a.attempts, a.patience.waits), a.refusal)
+	return join(fmt.Errorf("%w: %q is held by another holder%s, after %s and %s",
+		ErrNotAcquired, a.name, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait")), a.refusal)
 }
 
 // stopped is the error of a wait that ended without a verdict of its own:

@@ -3,13 +3,16 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Sentinel errors. Every error this package returns wraps one of them (or a
-// Redis error), so match with [errors.Is], never with ==: most are wrapped to
-// add the lock name, and some are joined with ctx.Err().
+// Sentinel errors. Every error this package returns wraps one of them, a
+// Redis error, or ctx.Err() (a call whose ctx ended before it could decide
+// anything returns ctx.Err() itself), so match with [errors.Is], never
+// with ==: most are wrapped to add the lock name, and some are joined with
+// ctx.Err().
 var (
 	// ErrNotAcquired means someone else holds the lock and the retry
 	// strategy (if any) ran out, or the context ended while waiting; in the
@@ -176,4 +179,12 @@ func oneLine(msg string) string {
 		return msg
 	}
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// count writes n things, "1 attempt" or "2 attempts", for messages.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }

@@ -14,12 +14,13 @@ import (
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
 // goroutine that acquired it, and must not be copied. Release it when done.
-//
-// Lock order: l.extending (the extension slot) before l.mu, and l.mu
-// before the Client's scheduler, alarms and janitor mutexes; waitRooms.mu
-// and the notifier's mutex are never held with l.mu. The fields above
-// extending are written before the Lock is handed out and never again.
 type Lock struct {
+	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
+	// before the Client's scheduler, alarms and janitor mutexes;
+	// waitRooms.mu and the notifier's mutex are never held with l.mu. The
+	// fields above extending are written before the Lock is handed out
+	// and never again.
+
 	client     *Client
 	opts       *options // never written: may be the Client's defaults
 	name       string

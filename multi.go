@@ -504,8 +504,8 @@ func (a *multiAcquisition) heldError() error {
 	if left := time.Until(a.holderEnds); left > 0 {
 		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
-	return fmt.Errorf("%w: %s: %q is held by another holder%s, after %d attempts and %d waits",
-		ErrNotAcquired, a.describe(), a.blocker, more, a.attempts, a.patience.waits)
+	return fmt.Errorf("%w: %s: %q is held by another holder%s, after %s and %s",
+		ErrNotAcquired, a.describe(), a.blocker, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait"))
 }
 
 // stopped is the error of a wait that ended without a verdict: ctx ended,

@@ -29,6 +29,7 @@ func TestAcquireMulti(t *testing.T) {
 			_, err = c.AcquireMulti(ctx, []string{"none:a", "none:b", "none:c"})
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
 			require.ErrorContains(t, err, `"none:b" is held by another holder`)
+			require.ErrorContains(t, err, "after 1 attempt and 0 waits", "counted in good English")
 			require.Zero(t, b.rdb.Exists(ctx, "lock:{none:a}", "lock:{none:c}").Val(), "nothing taken for a failed call")
 			require.Equal(t, other.Token(), b.rdb.Get(ctx, "lock:{none:b}").Val(), "the holder keeps its lock")
 

@@ -134,8 +134,8 @@ func (a *sharedAcquisition) heldError() error {
 	if left := time.Until(a.holderEnds); left > 0 {
 		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
-	return fmt.Errorf("%w: %q is held exclusively or an exclusive waiter is ahead%s, after %d attempts and %d waits",
-		ErrNotAcquired, a.name, more, a.attempts, a.patience.waits)
+	return fmt.Errorf("%w: %q is held exclusively or an exclusive waiter is ahead%s, after %s and %s",
+		ErrNotAcquired, a.name, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait"))
 }
 
 // stopped is the error of a wait that ended without a verdict: ctx ended,
