@@ -217,11 +217,7 @@ func TestCluster(t *testing.T) {
 			holder, err := holders.Acquire(ctx, name, redislock.WithTTL(time.Minute))
 			require.NoError(t, err)
 			before := attempts.Calls()
-			got := make(chan acquired, 1)
-			go func() {
-				l, err := waiter.Acquire(ctx, name, redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-				got <- acquired{l, err}
-			}()
+			got := pod{c: waiter}.waitFor(ctx, name, redislock.WithTTL(time.Minute))
 			eventually(t, 10*time.Second, func() bool { return rdb.ZCard(ctx, key+":q").Val() == 1 }, "the waiter for %s did not queue", name)
 			// It tries, subscribes (SSUBSCRIBE), and tries once more.
 			eventually(t, 10*time.Second, func() bool { return attempts.Calls() >= before+2 }, "the waiter for %s did not settle", name)

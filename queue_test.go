@@ -138,11 +138,7 @@ func TestAWaiterHandedTheLockTakesItWithoutAClaim(t *testing.T) {
 					holder, err := acquire(ctx, name, redislock.WithTTL(time.Minute))
 					require.NoError(t, err)
 					before := attempts.Calls()
-					got := make(chan acquired, 1)
-					go func() {
-						l, err := waiter.Acquire(ctx, name, redislock.WithTTL(time.Minute), redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-						got <- acquired{l, err}
-					}()
+					got := pod{c: waiter}.waitFor(ctx, name, redislock.WithTTL(time.Minute))
 					eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, name) == 1 }, "the waiter did not queue")
 					eventually(t, 10*time.Second, func() bool {
 						return b.rdb.PubSubNumSub(ctx, key+":released").Val()[key+":released"] == 1
