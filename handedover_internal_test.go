@@ -271,14 +271,12 @@ func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
+		waiter, rdb, _ := newTracedClient(t, addr)
+		defer waiter.Close(context.Background())
 		failing := &failFirstExtension{sha: extendScript.Hash()}
 		rdb.AddHook(failing)
 		attempts := &scriptCount{sha: acquireSHA.(string)}
 		rdb.AddHook(attempts)
-		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
-		defer waiter.Close(context.Background())
 
 		admin := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = admin.Close() })
@@ -483,20 +481,18 @@ func TestAHandedOverLocksMaximumHoldCountsFromTheTake(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
+		const maxHold = 100 * time.Millisecond
+		waiter, rdb, _ := newTracedClient(t, addr, WithMaxHold(maxHold))
+		defer waiter.Close(context.Background())
 		attempts := &scriptCount{sha: acquireSHA.(string)}
 		rdb.AddHook(attempts)
-		const maxHold = 200 * time.Millisecond
-		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)), WithMaxHold(maxHold))
-		defer waiter.Close(context.Background())
 		admin := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = admin.Close() })
 		holder, got := queueBehindAnotherClient(t, ctx, waiter, admin, "job")
 		queued := time.Now()
 		// Handed over after more than the maximum hold since the first
 		// attempt, with more than half the hand-over's lease left.
-		waitFor(t, func() bool { return time.Since(queued) > maxHold+100*time.Millisecond }, "")
+		waitFor(t, func() bool { return time.Since(queued) > maxHold+50*time.Millisecond }, "")
 		n := attempts.Calls()
 		require.NoError(t, holder.Release(ctx))
 		r := <-got
