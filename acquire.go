@@ -543,12 +543,22 @@ func (a *call) waitUntil(wake time.Time, woken <-chan struct{}) (rang bool, why 
 
 // heldError is the verdict "held by someone else".
 func (a *acquisition) heldError() error {
-	var more string
+	return join(fmt.Errorf("%w: %q is held by another holder%s, %s",
+		ErrNotAcquired, a.name, a.holderLeft(), a.tally()), a.refusal)
+}
+
+// holderLeft says how long the holder that kept the last attempt out
+// still holds, for a message: " (for 1.2s more)", or "" when unknown.
+func (a *call) holderLeft() string {
 	if left := time.Until(a.holderEnds); left > 0 {
-		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
+		return fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
-	return join(fmt.Errorf("%w: %q is held by another holder%s, after %s and %s",
-		ErrNotAcquired, a.name, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait")), a.refusal)
+	return ""
+}
+
+// tally counts the call's attempts and waits, for a message.
+func (a *call) tally() string {
+	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
 // stopped is the error of a wait that ended without a verdict of its own:

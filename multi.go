@@ -500,12 +500,8 @@ func (a *multiAcquisition) describe() string {
 }
 
 func (a *multiAcquisition) heldError() error {
-	var more string
-	if left := time.Until(a.holderEnds); left > 0 {
-		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
-	}
-	return fmt.Errorf("%w: %s: %q is held by another holder%s, after %s and %s",
-		ErrNotAcquired, a.describe(), a.blocker, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait"))
+	return fmt.Errorf("%w: %s: %q is held by another holder%s, %s",
+		ErrNotAcquired, a.describe(), a.blocker, a.holderLeft(), a.tally())
 }
 
 // stopped is the error of a wait that ended without a verdict: ctx ended,

@@ -146,8 +146,8 @@ func (a *semAcquisition) listen() (key, channel string) {
 }
 
 func (a *semAcquisition) heldError() error {
-	return fmt.Errorf("%w: semaphore %q has all %d slots held, after %s and %s",
-		ErrNotAcquired, a.name, a.o.semLimit, count(a.attempts, "attempt"), count(a.patience.waits, "wait"))
+	return fmt.Errorf("%w: semaphore %q has all %d slots held, %s",
+		ErrNotAcquired, a.name, a.o.semLimit, a.tally())
 }
 
 // stopped is the error of a wait that ended without a verdict: ctx ended,

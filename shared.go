@@ -130,12 +130,8 @@ func (a *sharedAcquisition) listen() (key, channel string) {
 }
 
 func (a *sharedAcquisition) heldError() error {
-	var more string
-	if left := time.Until(a.holderEnds); left > 0 {
-		more = fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
-	}
-	return fmt.Errorf("%w: %q is held exclusively or an exclusive waiter is ahead%s, after %s and %s",
-		ErrNotAcquired, a.name, more, count(a.attempts, "attempt"), count(a.patience.waits, "wait"))
+	return fmt.Errorf("%w: %q is held exclusively or an exclusive waiter is ahead%s, %s",
+		ErrNotAcquired, a.name, a.holderLeft(), a.tally())
 }
 
 // stopped is the error of a wait that ended without a verdict: ctx ended,
