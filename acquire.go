@@ -492,6 +492,13 @@ func (a *acquisition) sleep() error {
 // the strategy's current wait.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) { return a.wakeAt(a.queued) }
 
+// wakeTime is wakeAt's time alone, for the lock family's calls (see
+// roomCall), which do not use waitEnds.
+func (a *call) wakeTime(queued bool) time.Time {
+	wake, _ := a.wakeAt(queued)
+	return wake
+}
+
 // wakeAt is when to look again without an announcement heard: the end of
 // the strategy's current wait (waitEnds), the holder's lease end, and, for
 // a call queued on the server, the refresh that keeps its place,

@@ -477,10 +477,7 @@ func (a *multiAcquisition) succeed() (*Lock, error) {
 }
 
 // nextWake: a multi waiter has no place in a queue to refresh.
-func (a *multiAcquisition) nextWake() time.Time {
-	wake, _ := a.wakeAt(false)
-	return wake
-}
+func (a *multiAcquisition) nextWake() time.Time { return a.wakeTime(false) }
 
 func (a *multiAcquisition) run() (*Lock, error) { return a.runIn(a) }
 

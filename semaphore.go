@@ -133,10 +133,7 @@ func (a *semAcquisition) failed(err error) error {
 	return a.failedIn(a, err)
 }
 
-func (a *semAcquisition) nextWake() time.Time {
-	wake, _ := a.wakeAt(true)
-	return wake
-}
+func (a *semAcquisition) nextWake() time.Time { return a.wakeTime(true) }
 
 func (a *semAcquisition) run() (*Lock, error) { return a.runIn(a) }
 

@@ -116,10 +116,7 @@ func (a *sharedAcquisition) attempt() (bool, error) {
 
 // nextWake: the queue's refresh also finds an exclusive waiter ahead of
 // us gone (see call.wakeAt).
-func (a *sharedAcquisition) nextWake() time.Time {
-	wake, _ := a.wakeAt(true)
-	return wake
-}
+func (a *sharedAcquisition) nextWake() time.Time { return a.wakeTime(true) }
 
 func (a *sharedAcquisition) run() (*Lock, error) { return a.runIn(a) }
 
