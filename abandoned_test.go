@@ -18,6 +18,7 @@ import (
 // back in the background: once the stalled command landed, the key is
 // gone within a few round trips, not after its TTL.
 func TestAnAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
+	t.Parallel()
 	acquire := func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
 		return c.Acquire(ctx, "late")
 	}

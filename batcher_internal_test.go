@@ -172,9 +172,10 @@ func TestConcurrentCallersShareOneRoundTrip(t *testing.T) {
 }
 
 func TestConcurrentCallersShareOneRoundTripThroughSentinel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	set := redistest.StartSentinel(t)
+	set := redistest.SharedSentinel(t)
 	c, rdb, gate := gateClient(t, ctx, redis.NewFailoverClient(set.FailoverOptions()))
 	testSharedRoundTrip(t, ctx, c, rdb, gate)
 }
@@ -306,9 +307,10 @@ func (g *nodeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func TestOneClusterNodesCommandsDoNotWaitForAnothers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rdb := redistest.StartCluster(t).Client(t)
+	rdb := redistest.SharedCluster(t).Client(t)
 	c := New(rdb, WithLogger(discard()))
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	node := func(name string) string {

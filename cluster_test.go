@@ -23,7 +23,8 @@ import (
 // replicas), started once for all its subtests to keep CI short; each
 // subtest flushes the primaries when it ends.
 func TestCluster(t *testing.T) {
-	cluster := redistest.StartCluster(t)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	flush := func(t *testing.T) {
 		t.Cleanup(func() {

@@ -220,6 +220,7 @@ func (l *eventLog) nextEvent(t *testing.T, kind string) electEvent {
 }
 
 func TestElectAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	trials := 2
 	if v := os.Getenv(electTrialsEnv); v != "" {
 		var err error

@@ -116,6 +116,7 @@ func anyTerm(t testing.TB, within time.Duration, cps ...*campaigner) (*campaigne
 }
 
 func TestElect(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		// Each case has a lock of its own: one that fails leaves nothing
 		// behind for the next.
@@ -349,6 +350,7 @@ func testElectOn(t *testing.T, dial func(t *testing.T) redis.UniversalClient, na
 }
 
 func TestElectCampaignsOnThroughARedisOutage(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		const name = "outage"
 		key := redislock.DefaultKeyPrefix + "{" + name + "}"

@@ -184,6 +184,7 @@ func TestFaultHelperProcess(t *testing.T) {
 }
 
 func TestFaultProcessPauseHolderIsFencedOut(t *testing.T) {
+	t.Parallel()
 	lockServer, resourceServer := redistest.Start(t), redistest.Start(t)
 	const ttl = 600 * time.Millisecond
 	const name = "settlement"
@@ -353,6 +354,7 @@ func (w *watchedLock) requireLostBeforeSafeDeadline(t *testing.T, fault time.Tim
 const boundTTL = 2 * time.Second
 
 func TestFaultRedisHangEndsEveryHoldBeforeItsLease(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	const ttl = boundTTL
 	var held []*watchedLock
@@ -511,6 +513,7 @@ func newProxy(t *testing.T, upstream string) *faultproxy.Proxy {
 }
 
 func TestFaultNetworkLossAlwaysBeforeTheSafeDeadline(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	const ttl = boundTTL
 	faults := []struct {
@@ -550,6 +553,7 @@ func TestFaultNetworkLossAlwaysBeforeTheSafeDeadline(t *testing.T) {
 }
 
 func TestFaultNetworkTransientTroubleKeepsTheLock(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	direct := newRedisClient(t, server.Addr())
 	const ttl = boundTTL
@@ -738,6 +742,7 @@ func TestFaultPoolExhaustionWithManyWaiters(t *testing.T) {
 // host can (the server expires keys by its own clock), which no client can
 // prevent.
 func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("the go command is needed to type-check the package: %v", err)

@@ -124,6 +124,7 @@ func TestFenceTrials(t *testing.T) {
 			var outcomes []fenceTrialOutcome
 			for i := range trials {
 				lockName := fmt.Sprintf("trial-%d", i)
+				t.Logf("trial %d of %d: %s", i+1, trials, name)
 				o := fenceTrial(t, r, lockName)
 				outcomes = append(outcomes, o)
 				if o.lost {
@@ -397,8 +398,17 @@ func flushRig(t *testing.T) fenceRig {
 // fence; when it was, the holder keeps its lock. The killed server rejoins
 // as a replica for the next trial.
 func failoverRig(t *testing.T) fenceRig {
-	set := redistest.StartSentinel(t)
+	if testing.Short() {
+		t.Skip("the Sentinel failover trials take about 20 s: run without -short (CI does)")
+	}
+	set := redistest.SharedSentinel(t)
 	var killed *redistest.Server
+	t.Cleanup(func() {
+		// The set is shared: the server the last trial killed rejoins.
+		if killed != nil && killed.PID() == 0 {
+			set.Rejoin(t, killed)
+		}
+	})
 	return fenceRig{
 		fault: "Sentinel failover without WithReplicaAck (replica link dropped, primary SIGKILLed right after the acquisition)",
 		dial: func(*testing.T) redis.UniversalClient {

@@ -99,6 +99,7 @@ func TestAHandedOverLockIsTakenOnlyWithLeaseToSpare(t *testing.T) {
 // delays them by two seconds once the waiter listens; its attempts go
 // straight to Redis.
 func TestALateHandOverAnnouncementIsClaimedNotTaken(t *testing.T) {
+	t.Parallel()
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -268,6 +269,7 @@ func (h *scriptCount) count(cmd redis.Cmder) {
 // the watchdog tries again within that lease, not a third of the TTL's
 // interval later, and the lock is kept.
 func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
+	t.Parallel()
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -341,6 +343,7 @@ func (h *failFirstExtension) ProcessPipelineHook(next redis.ProcessPipelineHook)
 // W for a second; that lapses, Y takes the lock, and only then W's turn
 // comes with the lost reply: W must claim, find Y, and wait on.
 func TestARideAlongAttemptWhoseReplyWasLostDatesTheHandOver(t *testing.T) {
+	t.Parallel()
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -478,6 +481,7 @@ func isScript(cmd redis.Cmder, sha any) bool {
 // only the hand-over's lease, on the safe side): a waiter handed the lock
 // later than its maximum hold after it queued lost it as it took it.
 func TestAHandedOverLocksMaximumHoldCountsFromTheTake(t *testing.T) {
+	t.Parallel()
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -19,6 +19,7 @@ import (
 )
 
 func TestAcquireMulti(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 
@@ -319,7 +320,8 @@ var errBothInside = errors.New("two holders inside one name at once")
 // TestAcquireMultiOnCluster runs on a real Redis Cluster of its own (3
 // primaries, 3 replicas), with names spread over slots and nodes.
 func TestAcquireMultiOnCluster(t *testing.T) {
-	cluster := redistest.StartCluster(t)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
 	flush := func(t *testing.T) {
@@ -454,6 +456,7 @@ func TestAcquireMultiOnCluster(t *testing.T) {
 // A multi attempt that gives up on a timeout may still land later and take
 // every name under a token nobody has: the Client gives them back.
 func TestAMultiAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
+	t.Parallel()
 	requireALateAttemptIsGivenBack(t, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
 		return c.AcquireMulti(ctx, []string{"late:a", "late:b"})
 	}, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
@@ -464,6 +467,7 @@ func TestAMultiAttemptThatTimedOutIsGivenBackWhenItLandsLate(t *testing.T) {
 // A waiter whose blocker's holder crashed (no release, no announcement)
 // comes back when that holder's lease ends, not at its backoff.
 func TestAMultiWaiterComesBackWhenTheHoldersLeaseEnds(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		crashed, err := redislock.New(b.rdb, quiet, redislock.WithTTL(300*time.Millisecond), redislock.WithWatchdog(false)).Acquire(ctx, "crash:b")

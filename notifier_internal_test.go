@@ -15,6 +15,7 @@ import (
 // "<key>:released". Every announcement wakes both, and a room that leaves
 // does not take the channel from the one that stays.
 func TestTwoRoomsOnOneChannelAreBothWoken(t *testing.T) {
+	t.Parallel()
 	test := func(t *testing.T, rdb redis.UniversalClient, publish func(channel string) error) {
 		n := newNotifier(rdb)
 		channel := "lock:{job}:released"
@@ -56,7 +57,7 @@ func TestTwoRoomsOnOneChannelAreBothWoken(t *testing.T) {
 		test(t, rdb, func(channel string) error { return rdb.Publish(context.Background(), channel, "1").Err() })
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cluster := redistest.StartCluster(t)
+		cluster := redistest.SharedCluster(t)
 		rdb := cluster.Client(t)
 		test(t, rdb, func(channel string) error { return rdb.SPublish(context.Background(), channel, "1").Err() })
 	})

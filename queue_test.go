@@ -213,6 +213,7 @@ func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 }
 
 func TestALockHandedToAWaiterThatGaveUpIsPassedOn(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	ctx := context.Background()
 	admin := newRedisClient(t, server.Addr())
@@ -255,6 +256,7 @@ func TestALockHandedToAWaiterThatGaveUpIsPassedOn(t *testing.T) {
 }
 
 func TestALapsedPlaceIsSkippedAndAnUnclaimedHandOverLapses(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	ctx := context.Background()
 	admin := newRedisClient(t, server.Addr())

@@ -111,8 +111,10 @@ func newQuorum(t *testing.T, clients []redis.UniversalClient, opts ...redislock.
 
 func TestNewQuorumRejectsBadInput(t *testing.T) {
 	// No test here touches the network: every client points at a closed port.
-	node := func() *redis.Client { return newRedisClient(t, deadAddr(t)) }
-	a, b, c := node(), node(), node()
+	// Four distinct addresses: two clients on one address are refused.
+	dead := deadAddrs(t, 4)
+	node := func(i int) *redis.Client { return newRedisClient(t, dead[i]) }
+	a, b, c := node(0), node(1), node(2)
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -161,12 +163,13 @@ func TestNewQuorumRejectsBadInput(t *testing.T) {
 	})
 
 	t.Run("an even number of nodes is accepted", func(t *testing.T) {
-		_, err := redislock.NewQuorum([]redis.UniversalClient{a, b, c, node()})
+		_, err := redislock.NewQuorum([]redis.UniversalClient{a, b, c, node(3)})
 		require.NoError(t, err)
 	})
 }
 
 func TestQuorum(t *testing.T) {
+	t.Parallel()
 	q := startQuorumServers(t, 5)
 	ctx := context.Background()
 
@@ -349,6 +352,7 @@ func (o *attemptCounter) ObserveAcquire(e redislock.AcquireEvent) {
 }
 
 func TestQuorumSurvivesAMinorityDownAndRefusesWithoutAMajority(t *testing.T) {
+	t.Parallel()
 	q := startQuorumServers(t, 5)
 	ctx := context.Background()
 	extensions := &extensionClock{}
@@ -429,6 +433,7 @@ func TestQuorumSurvivesAMinorityDownAndRefusesWithoutAMajority(t *testing.T) {
 }
 
 func TestQuorumWithAPausedNode(t *testing.T) {
+	t.Parallel()
 	q := startQuorumServers(t, 5)
 	ctx := context.Background()
 	// Per-node timeout: 6s/20 = 300ms, against the node's 10s ReadTimeout.

@@ -71,6 +71,7 @@ func (s *stalledRelease) release(ctx context.Context, ref *lockRef) (int64, erro
 // of another ReleaseTimeout once the first timed out (RunWithLock returned
 // after twice ReleaseTimeout). What is left goes to the background.
 func TestRunWithLocksReleaseIsBoundedByReleaseTimeout(t *testing.T) {
+	t.Parallel()
 	mini := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
 	defer rdb.Close()

@@ -115,6 +115,7 @@ func TestFailedReleaseEndsTheHoldLocally(t *testing.T) {
 // ReleaseTimeout), and once the server is back the key is given back in
 // the background.
 func TestReleaseDoesNotWaitForAStuckExtension(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1, PoolSize: 4, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })

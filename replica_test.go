@@ -28,6 +28,7 @@ func startReplicated(t *testing.T) (primary *redis.Client, replica *redistest.Se
 }
 
 func TestReplicaAck(t *testing.T) {
+	t.Parallel()
 	primary, replica := startReplicated(t)
 	ctx := context.Background()
 

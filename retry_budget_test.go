@@ -37,6 +37,7 @@ func (s *askLog) calls() []int {
 // LimitRetry(s, n) is n waits of s's backoff, whatever re-checks happen in
 // between, and each NextBackoff(k) is asked once, in order.
 func TestLimitRetryIsNWaitsAskedOnceEach(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		holder, err := redislock.New(b.rdb, quiet).Acquire(ctx, "budget")
@@ -65,6 +66,7 @@ func TestLimitRetryIsNWaitsAskedOnceEach(t *testing.T) {
 // A waiter queued behind a holder of the same Client keeps to its own
 // strategy: it gives up after its waits, not at ctx's deadline.
 func TestAWaiterBehindTheSameClientKeepsToItsStrategy(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		c := redislock.New(b.rdb, quiet)
@@ -149,6 +151,7 @@ func countSubstr(s, sub string) int {
 // returning would take a second or more. (Before, in a burst of 10,000
 // waiters giving up: p50 270 ms after the deadline, some over a second.)
 func TestWaitersReturnWhenTheirContextEnds(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		holder, err := redislock.New(b.rdb, quiet).Acquire(ctx, "crowd")

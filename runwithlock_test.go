@@ -103,14 +103,25 @@ func TestRunWithLock(t *testing.T) {
 // deadAddr returns a loopback address where nothing listens.
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	return deadAddrs(t, 1)[0]
+}
+
+// deadAddrs returns n distinct closed ports: the listeners stay open until
+// all n are picked, since the kernel hands a port just closed out again.
+func deadAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
 }
 
 func TestFailOpenAndFailClosed(t *testing.T) {
+	t.Parallel()
 	down := redis.NewClient(&redis.Options{Addr: deadAddr(t), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = down.Close() })
 	ctx := context.Background()

@@ -137,6 +137,7 @@ var acquireSHA = func() string {
 }()
 
 func TestTokensAreDistinctAndRandom(t *testing.T) {
+	t.Parallel()
 	const total, workers = 100_000, 4
 	stub := &scriptStub{Client: redis.NewClient(&redis.Options{Addr: deadAddr(t)})}
 	t.Cleanup(func() { _ = stub.Close() })
@@ -519,6 +520,7 @@ func tlsFiles(t *testing.T, dir string) (roots *x509.CertPool, caFile, certFile,
 }
 
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	redistest.Binary(t, "redis-server")
 	roots, caFile, certFile, keyFile := tlsFiles(t, t.TempDir())
 	tlsPort := redistest.FreePort(t)
@@ -582,6 +584,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestTokensAreLoggedAtDebugOnly(t *testing.T) {
+	t.Parallel()
 	logs := &logRecorder{}
 	logger := redislock.WithLogger(slog.New(logs))
 	mini := newMiniServer(t)

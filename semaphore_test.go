@@ -15,6 +15,7 @@ import (
 )
 
 func TestSemaphore(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 
@@ -251,7 +252,8 @@ func TestSemaphoreClose(t *testing.T) {
 }
 
 func TestSemaphoreOnCluster(t *testing.T) {
-	cluster := redistest.StartCluster(t)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithTTL(300*time.Millisecond))
@@ -291,6 +293,7 @@ func TestSemaphoreOnCluster(t *testing.T) {
 var semaphoreACLCommands = []string{"+type", "+zadd", "+zrem", "+zrange", "+zscore", "+zcard", "+zrank", "+zrangebyscore", "+zremrangebyscore"}
 
 func TestSemaphoreACL(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	admin := newRedisClient(t, server.Addr())
 	ctx := context.Background()
@@ -348,7 +351,8 @@ func TestSemaphoreACL(t *testing.T) {
 }
 
 func TestSemaphoreThroughSentinel(t *testing.T) {
-	set := redistest.StartSentinel(t)
+	t.Parallel()
+	set := redistest.SharedSentinel(t)
 	rdb := set.Client(t)
 	replica := newRedisClient(t, set.Replica(t).Addr())
 	ctx := context.Background()

@@ -25,7 +25,8 @@ const failoverTrialsEnv = "REDISLOCK_FAILOVER_TRIALS"
 // TestSentinel runs against one real Sentinel deployment: a primary, a
 // replica and three sentinels on loopback.
 func TestSentinel(t *testing.T) {
-	set := redistest.StartSentinel(t)
+	t.Parallel()
+	set := redistest.SharedSentinel(t)
 	rdb := set.Client(t)
 	ctx := context.Background()
 
@@ -73,6 +74,9 @@ func TestSentinel(t *testing.T) {
 	})
 
 	t.Run("failover right after acquiring: a second holder only without replica ack", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("the failover trials take about 80 s: run without -short (CI does)")
+		}
 		trials := 3
 		if v := os.Getenv(failoverTrialsEnv); v != "" {
 			n, err := strconv.Atoi(v)
@@ -96,6 +100,7 @@ func TestSentinel(t *testing.T) {
 		for i := range trials {
 			for c, cell := range cells { // interleaved, so every cell sees the same conditions
 				name := fmt.Sprintf("failover:%d:%d", i, c)
+				t.Logf("trial %d of %d: %s, %s: acquiring, then SIGKILL to the primary", i+1, trials, cell.scenario, cell.mode)
 				outcome := failoverTrial(t, set, name, cell.dropLink, cell.ack)
 				tallies[c].add(outcome)
 				t.Logf("trial %d, %s, %s: held %v, ErrReplicaAck %v, second holder %v, promotion after %v",

@@ -41,6 +41,7 @@ func receive(t *testing.T, got <-chan lockResult, within time.Duration) lockResu
 }
 
 func TestShared(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		wait := redislock.WithRetry(redislock.LinearBackoff(time.Hour))
@@ -333,6 +334,7 @@ func TestShared(t *testing.T) {
 // never leaves the name free (each stays until the next one is in, or
 // for at most maxStay), a queued writer still gets in.
 func TestSharedWriterIsNotStarved(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		c := redislock.New(b.rdb, quiet)
@@ -417,6 +419,7 @@ func TestSharedBadInput(t *testing.T) {
 // A shared attempt that timed out may still land and take a share under
 // a token nobody has: the janitor gives it back once it landed.
 func TestASharedAttemptThatTimedOutIsGivenBack(t *testing.T) {
+	t.Parallel()
 	requireALateAttemptIsGivenBack(t, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
 		return c.AcquireShared(ctx, "late")
 	}, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
@@ -450,7 +453,8 @@ func TestASharedReplyAfterTheSafeDeadlineGivesTheShareBack(t *testing.T) {
 }
 
 func TestSharedOnCluster(t *testing.T) {
-	cluster := redistest.StartCluster(t)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithTTL(300*time.Millisecond))

@@ -75,6 +75,7 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 }
 
 func TestWaitersOfOneClientQueueInOrderAndOnlyTheHeadAsksRedis(t *testing.T) {
+	t.Parallel()
 	c, counting, rdb := newInternalClient(t)
 	ctx := context.Background()
 	other := New(rdb, WithLogger(discard())) // another pod holds the lock

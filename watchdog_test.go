@@ -15,6 +15,7 @@ import (
 )
 
 func TestWatchdogKeepsAShortLockAliveThroughLongWork(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		if b.mini != nil {
@@ -72,6 +73,7 @@ func TestWatchdogSignalsLossWhenTheKeyIsDeletedOrOverwritten(t *testing.T) {
 }
 
 func TestWatchdogSignalsLossBeforeTheLeaseEndsWhenRedisHangs(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	// A long read timeout: the stalled extension must not be what ends the hold.
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
@@ -212,6 +214,7 @@ func TestSafeDeadlinesOfManyLocksRingInOrder(t *testing.T) {
 }
 
 func TestExtendToAShorterLeaseReschedulesTheWatchdog(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		if b.mini != nil {
 			b.mini.ClockTTL(true) // age keys with real time, like a server
