@@ -8,8 +8,9 @@
 // its watchdog included) just before it writes. Its lease expires; another
 // pod takes over with fence 2 and settles; the third finds the work done.
 // Only then is the frozen pod woken (SIGCONT): it writes with fence 1, and
-// the SQLite table, whose every write is a conditional update on the fence,
-// rejects it.
+// the SQLite table rejects it: each pod first fences the row in (writes its
+// fence, if the day is not done and no newer fence is there), and its final
+// write needs the row to still carry its fence.
 //
 // By default it runs on an embedded in-memory Redis; -redis host:port uses a
 // real server. The database is a real SQLite file in a temporary directory,
@@ -31,18 +32,25 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	_ "github.com/ncruces/go-sqlite3/driver" // SQLite, compiled to Go: no cgo
+
+	"github.com/redislock/redislock/examples/internal/podproc"
 )
 
-// The schema and the one write every pod makes. The WHERE clause is the
-// resource protecting itself: a write whose fence is not higher than the
-// last accepted one matches no row.
+// The schema and the two writes every pod makes: the WHERE clauses are the
+// resource protecting itself. fenceInSQL claims the day for a fence, once:
+// not when it is done (a pod that comes after the settlement does nothing),
+// nor when a newer fence claimed it. settleSQL marks it done only while the
+// row still carries the pod's fence, so a holder that lost the lock (a
+// newer one fenced the row in) writes nothing, even if it had read the row
+// before the newer one came.
 const (
 	schema = `CREATE TABLE settlement (
 		settle_date TEXT PRIMARY KEY,
 		status      TEXT NOT NULL,
 		settled_by  TEXT,
 		fence       INTEGER NOT NULL DEFAULT 0)`
-	settleSQL = `UPDATE settlement SET status = 'done', settled_by = ?, fence = ? WHERE settle_date = ? AND fence < ?`
+	fenceInSQL = `UPDATE settlement SET fence = ? WHERE settle_date = ? AND status <> 'done' AND fence < ?`
+	settleSQL  = `UPDATE settlement SET status = 'done', settled_by = ? WHERE settle_date = ? AND fence = ?`
 )
 
 // Environment of a pod process: the demo runs itself once per pod.
@@ -161,7 +169,8 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 		return nil, err
 	}
 	tl.say("setup", "SQLite table settlement: %s pending, fence 0; lock TTL %v, extended every %v", date, ttl, (ttl / 3).Round(time.Millisecond))
-	tl.say("setup", "every write is: %s", settleSQL)
+	tl.say("setup", "first, fence in: %s", fenceInSQL)
+	tl.say("setup", "then, settle:    %s", settleSQL)
 
 	tl.say("cron", "00:05 - the scheduler fires on all three pods (three processes)")
 	pods := make(map[string]*exec.Cmd)
@@ -175,11 +184,7 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 			envTTL+"="+ttl.String(), envDate+"="+date,
 			fmt.Sprintf("%s=%d", envStart, tl.start.UnixNano()))
 		cmd.Stderr = os.Stderr
-		// A group of its own: a stopped process whose group is orphaned
-		// (its parent outside the group and the session) is sent SIGHUP and
-		// SIGCONT by the kernel, which would end the freeze early. A pod's
-		// parent is the runner, in the same session, for as long as it lives.
-		cmd.SysProcAttr = podSysProcAttr()
+		cmd.SysProcAttr = podproc.SysProcAttr() // a group of its own, so that the freeze lasts
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			return nil, err

@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/examples/internal/podproc"
 )
 
 // frozenMark is in the line a pod prints just before it stops itself; the
@@ -51,46 +50,46 @@ func podMain(name string) int {
 		redislock.WithLogger(slog.New(logHandler{tl, name})))
 	lockName := "settlement:" + date
 
-	// settle is the job: idempotent by status, and its one write carries the
-	// fence. The pod that wins the first round freezes before writing.
+	// settle is the job: it fences the row in, works, and marks the day
+	// done under its fence. The pod that wins the first round freezes
+	// before its final write.
 	settle := func(ctx context.Context, freeze bool) error {
 		fence, _ := redislock.FenceFromContext(ctx)
-		tl.say(name, "acquired %s with fence %d, settling", lockName, fence)
-		var status string
-		var doneFence int64
-		if err := db.QueryRowContext(ctx, `SELECT status, fence FROM settlement WHERE settle_date = ?`, date).Scan(&status, &doneFence); err != nil {
-			return err
-		}
-		if status == "done" {
-			tl.say(name, "already settled (fence %d): nothing to do", doneFence)
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond) // the settlement work itself
-		if freeze {
-			tl.say(name, "%s before writing: SIGSTOP stops every thread, its watchdog's too, as a long GC pause or a frozen VM would", frozenMark)
-			// The stop is asynchronous (another thread of ours may be the one
-			// to take SIGSTOP, and it may wait for a CPU), so this goroutine
-			// goes on only once SIGCONT has come: nothing of the job runs
-			// between the freeze and the wake-up, even on a loaded machine.
-			continued := make(chan os.Signal, 1)
-			signal.Notify(continued, syscall.SIGCONT)
-			if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
-				return err
-			}
-			<-continued
-			signal.Stop(continued)
-			tl.say(name, "woke up (SIGCONT): it was past its last look at the lock, so it writes with fence %d", fence)
-		}
-		// Not ctx: this write stands for one already under way when the
-		// pause hit. Only the database can refuse it now.
-		res, err := db.Exec(settleSQL, name, fence, date, fence)
+		tl.say(name, "acquired %s with fence %d", lockName, fence)
+		res, err := db.ExecContext(ctx, fenceInSQL, fence, date, fence)
 		if err != nil {
 			return err
 		}
 		if rows, err := res.RowsAffected(); err != nil {
 			return err
 		} else if rows == 0 {
-			tl.say(name, "write REJECTED by the database: fence %d is not above the last accepted one (0 rows updated)", fence)
+			var by string
+			var doneFence int64
+			if err := db.QueryRowContext(ctx, `SELECT settled_by, fence FROM settlement WHERE settle_date = ?`, date).Scan(&by, &doneFence); err != nil {
+				return err
+			}
+			tl.say(name, "already settled by %s with fence %d (fence in: 0 rows updated): nothing to do", by, doneFence)
+			return nil
+		}
+		tl.say(name, "fenced the row in (1 row updated), settling")
+		time.Sleep(100 * time.Millisecond) // the settlement work itself
+		if freeze {
+			tl.say(name, "%s before writing: SIGSTOP stops every thread, its watchdog's too, as a long GC pause or a frozen VM would", frozenMark)
+			if err := podproc.Freeze(); err != nil {
+				return err
+			}
+			tl.say(name, "woke up (SIGCONT): it was past its last look at the lock, so it writes with fence %d", fence)
+		}
+		// Not ctx: this write stands for one already under way when the
+		// pause hit. Only the database can refuse it now.
+		res, err = db.Exec(settleSQL, name, date, fence)
+		if err != nil {
+			return err
+		}
+		if rows, err := res.RowsAffected(); err != nil {
+			return err
+		} else if rows == 0 {
+			tl.say(name, "write REJECTED by the database: a newer fence than %d has fenced the row in (0 rows updated)", fence)
 			return nil
 		}
 		tl.say(name, "wrote status=done with fence %d (1 row updated)", fence)
