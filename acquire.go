@@ -220,8 +220,13 @@ func (a *acquisition) enterRoom() error {
 	if err != nil {
 		if a.early != nil {
 			// The turn came as we gave up, with an attempt made for
-			// us: give it back (our place in the queue, or the lock).
-			a.c.janitor().add(&a.l.ref, a.early.sent.Add(a.o.ttl), true)
+			// us: give it back (our place in the queue, or the lock),
+			// before we return (see close) when we know it ran.
+			if a.early.reply.Err() != nil {
+				a.c.janitor().add(&a.l.ref, a.early.sent.Add(a.o.ttl), true)
+			} else {
+				a.inQueue = true
+			}
 			a.early = nil
 		}
 		// Behind another caller of this Client: the lock counts as seen
@@ -438,11 +443,11 @@ func (a *acquisition) close() {
 	a.call.close()
 }
 
-// close gives back our place in the queue, in the background, and stops
-// the call's timers.
+// close gives back our place in the queue, if any (see Client.leave), and
+// stops the call's timers.
 func (a *call) close() {
 	if a.inQueue {
-		a.c.janitor().add(&a.l.ref, time.Now().Add(queueHold), false)
+		a.c.leave(&a.l.ref)
 	}
 	if a.timer != nil {
 		a.timer.Stop()

@@ -154,3 +154,35 @@ func (j *janitor) flush(ctx context.Context) {
 		j.sweep(ctx, batch)
 	}
 }
+
+// leaveWait bounds how long a waiter that gives up waits for its place in
+// the lock's queue to be taken out (see Client.leave).
+const leaveWait = 250 * time.Millisecond
+
+// leave takes ref's place out of the lock's queue, and gives back a lock
+// handed to it meanwhile, before the waiter returns: a release after that
+// cannot hand it the lock, which would then be held by nobody until the
+// hand-over lapsed. The give-back runs on a goroutine of its own (go-redis
+// may not honour a context's deadline while it reads), waited for at most
+// leaveWait; if it fails, the janitor keeps trying until the place lapses.
+func (c *Client) leave(ref *lockRef) {
+	if !c.bg.enter() {
+		return // Client.Close swept what was left; the place lapses
+	}
+	done := make(chan struct{})
+	go func() {
+		defer c.bg.exit()
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+		defer cancel()
+		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
+			c.janitor().add(ref, time.Now().Add(queueHold), false)
+		}
+	}()
+	t := time.NewTimer(leaveWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
