@@ -223,7 +223,7 @@ func (a *acquisition) enterRoom() error {
 			// us: give it back (our place in the queue, or the lock),
 			// before we return (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.c.janitor().add(&a.l.ref, a.early.sent.Add(a.o.ttl), true)
+				a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
 			} else {
 				a.inQueue = true
 			}
@@ -347,12 +347,16 @@ func (a *call) failed(err error) error {
 	var unsent unsentError
 	if !errors.As(err, &unsent) {
 		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
-			a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), true)
+			a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
 		}
 		// Our place in the queue, if any, is the janitor's to give
 		// back, or lapses by itself: no further call to a Redis that
 		// just failed.
 		a.inQueue = false
+	}
+	if errors.Is(err, errClosing) {
+		// Client.Close stopped us waiting for an attempt under way.
+		return fmt.Errorf("%w: %s %q: gave up waiting", ErrClosed, a.what, a.name)
 	}
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		err = notALockError{err.Error(), err}
@@ -397,7 +401,7 @@ func (a *call) heldFor(holder time.Duration) {
 // back and returns the error for the caller.
 func (a *call) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl), false)
+		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl))
 		return fmt.Errorf("%w: %s %q: the lease ran out before the reply arrived (%v after sending, TTL %v)",
 			ErrNotAcquired, a.what, a.name, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
@@ -472,9 +476,12 @@ func (a *acquisition) sleep() error {
 		// after confirming (a re-check, not a wait).
 		a.listened = true
 		wake, _ := a.nextWake()
-		a.c.rooms().listen(a.ctx, a.room, time.Until(wake))
+		a.c.rooms().listen(a.ctx, a.room, time.Until(wake), a.c.closing)
 		if err := a.ctx.Err(); err != nil {
 			return a.stopped(err)
+		}
+		if a.c.closed.Load() {
+			return a.stopped(errClosing)
 		}
 		return nil
 	}

@@ -83,10 +83,14 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 // may still be written by the flusher then: the caller must not read it).
 // key is the key that routes cmd. cmd's arguments must not change until
 // do returns, nor afterwards when it returned ctx's error.
-func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd) *redis.Cmd {
+//
+// With stop not nil, cmd always goes out from a flusher goroutine, and the
+// caller also stops waiting once stop is closed: the command it returns
+// then holds errClosing (wrapped in unsentError if cmd was never sent).
+func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
-	if l.inFlight < maxInFlight {
+	if l.inFlight < maxInFlight && stop == nil {
 		l.inFlight++
 		b.mu.Unlock()
 		_ = b.rdb.Process(ctx, cmd)
@@ -96,13 +100,23 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd) *redis.Cmd
 	call := batchCalls.Get().(*batchCall)
 	call.ctx, call.cmd = ctx, cmd
 	l.queue = append(l.queue, call)
+	if l.inFlight < maxInFlight {
+		// Nothing under way would take the queue: a flusher sends it.
+		l.inFlight++
+		b.flushers.Add(1)
+		go b.flush(l, b.take(l))
+	}
 	b.mu.Unlock()
+	var why error
 	select {
 	case <-call.done:
 		call.ctx, call.cmd = nil, nil
 		batchCalls.Put(call)
 		return cmd
 	case <-ctx.Done():
+		why = context.Cause(ctx)
+	case <-stop:
+		why = errClosing
 	}
 	b.mu.Lock()
 	queued := false
@@ -117,14 +131,37 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd) *redis.Cmd
 	if queued {
 		call.ctx, call.cmd = nil, nil
 		batchCalls.Put(call)
-	} // else: on its way; the flusher signals a channel nobody reads
+	} else if why != errClosing && b.replied(call) {
+		// On its way when ctx ended, and answered soon after: an
+		// answer settles what the command did, which an abandoned one
+		// would leave the janitor to guess.
+		return cmd
+	} // else: the flusher signals a channel nobody reads
 	failed := redis.NewCmd(ctx, cmd.Args()...)
 	if queued {
-		failed.SetErr(unsentError{context.Cause(ctx)})
+		failed.SetErr(unsentError{why})
 	} else {
-		failed.SetErr(context.Cause(ctx))
+		failed.SetErr(why)
 	}
 	return failed
+}
+
+// replyGrace is how long a caller whose ctx ended while its command was on
+// its way still waits for the reply (see do).
+const replyGrace = 250 * time.Millisecond
+
+// replied waits up to replyGrace for the reply of call, which is on its way.
+func (b *batcher) replied(call *batchCall) bool {
+	t := time.NewTimer(replyGrace)
+	defer t.Stop()
+	select {
+	case <-call.done:
+		call.ctx, call.cmd = nil, nil
+		batchCalls.Put(call)
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // unsentError is the error of a command that never left the queue: its
@@ -196,9 +233,9 @@ func (b *batcher) flush(l *lane, batch []*batchCall) {
 }
 
 // send sends batch in one pipeline and signals each caller. The pipeline
-// is bounded by the latest deadline among the callers (none when one of
-// them has none: go-redis's timeouts then bound it), not by the first
-// ctx to end: a caller that gives up only stops waiting.
+// is bounded by the latest deadline among the callers, and replyGrace
+// (none when one of them has none: go-redis's timeouts then bound it),
+// not by the first ctx to end: a caller that gives up only stops waiting.
 func (b *batcher) send(batch []*batchCall) {
 	ctx := context.WithoutCancel(batch[0].ctx) // its values, for hooks
 	var latest time.Time
@@ -213,8 +250,10 @@ func (b *batcher) send(batch []*batchCall) {
 		}
 	}
 	if !latest.IsZero() {
+		// A caller whose ctx ends while its command is on its way still
+		// waits replyGrace for the reply (see do): so does the pipeline.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(replyGrace))
 		defer cancel()
 	}
 	if len(batch) == 1 {

@@ -55,9 +55,9 @@ type Client struct {
 
 // newClient is the one constructor behind New and NewQuorum: everything a
 // call reads is set here, before the Client is shared.
-func newClient(st store, notify redis.UniversalClient, publish any, o options) *Client {
+func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
 	o.ttlArg = o.ttl.Milliseconds()
-	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: make(chan struct{})}
+	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
 	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
 		c.defaultsErr = st.check(&c.opts)
 	}
@@ -109,11 +109,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if isNilClient(rdb) {
 		o.invalid(invalidf("nil redis client"))
 		applyOptions(&o, opts)
-		return newClient(singleStore{}, nil, "PUBLISH", o)
+		return newClient(singleStore{}, nil, "PUBLISH", o, make(chan struct{}))
 	}
 	applyOptions(&o, opts)
-	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb)}
-	return newClient(store, rdb, store.publishCommand(), o)
+	closing := make(chan struct{})
+	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb), closing: closing}
+	return newClient(store, rdb, store.publishCommand(), o, closing)
 }
 
 // background counts work that Close must wait for: Acquire calls, or the

@@ -36,40 +36,62 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-c.calls.close():
 	case <-ctx.Done():
 		// An attempt that succeeds from now on gives its lock back (see
-		// acquisition.succeed).
+		// call.handOut).
 		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
 	}
 	c.init.Do(c.setup)
-	err = join(err, c.releaseHeld(ctx))
-	c.cleaner.flush(ctx)
+	refs := c.endHeld()
 	watchDone := c.scheduler.close()
 	c.deadlines.close()
-	c.waiting.close()
+	// What goes over the network runs on a goroutine of its own: go-redis
+	// may not honour ctx's deadline while it reads, and Close returns by
+	// that deadline whatever the network does. What is left then stops
+	// by itself, at the go-redis client's timeouts.
+	released := make(chan error, 1)
+	go func() {
+		err := c.releaseAll(ctx, refs)
+		c.cleaner.flush(ctx)
+		c.waiting.close(ctx)
+		released <- err
+	}()
 	select {
-	case <-c.bg.close():
+	case e := <-released:
+		err = join(err, e)
 	case <-ctx.Done():
-		return join(err, fmt.Errorf("redislock: close: waiting for the watchdog: %w", ctx.Err()))
+		return join(err, fmt.Errorf("redislock: close: %s not confirmed released (they expire after their TTL): %w",
+			count(len(refs), "lock"), ctx.Err()))
 	}
-	if s, ok := c.store.(singleStore); ok && s.batch != nil {
-		select {
-		case <-s.batch.idle():
-		case <-ctx.Done():
-			return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
-		}
-	}
-	if watchDone != nil {
-		select {
-		case <-watchDone:
-		case <-ctx.Done():
-			return join(err, fmt.Errorf("redislock: close: waiting for the restart watch: %w", ctx.Err()))
-		}
-	}
-	return err
+	return join(err, c.wait(ctx, watchDone))
 }
 
-// releaseHeld ends every hold of the Client with ErrClosed and releases
-// the locks in one round.
-func (c *Client) releaseHeld(ctx context.Context) error {
+// wait waits, within ctx, until no goroutine or timer of the Client is
+// left: the watchdog's and alarms', the batcher's, the restart watch's
+// (watchDone, nil if none).
+func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
+	var idle <-chan struct{}
+	if s, ok := c.store.(singleStore); ok && s.batch != nil {
+		idle = s.batch.idle()
+	}
+	for _, step := range []struct {
+		what string
+		done <-chan struct{}
+	}{{"the watchdog", c.bg.close()}, {"commands under way", idle}, {"the restart watch", watchDone}} {
+		if step.done == nil {
+			continue
+		}
+		select {
+		case <-step.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redislock: close: waiting for %s: %w", step.what, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// endHeld ends every hold of the Client with ErrClosed (their contexts
+// are cancelled now, whatever the network does) and returns what is left
+// to release: the locks no Release is sending.
+func (c *Client) endHeld() []*lockRef {
 	var refs []*lockRef
 	for _, l := range c.deadlines.held() {
 		cause := fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name)
@@ -89,6 +111,11 @@ func (c *Client) releaseHeld(ctx context.Context) error {
 			refs = append(refs, &l.ref)
 		}
 	}
+	return refs
+}
+
+// releaseAll releases refs in one round, and says how many could not be.
+func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
 	if len(refs) == 0 {
 		return nil
 	}

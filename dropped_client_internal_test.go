@@ -65,6 +65,6 @@ func TestCloseLeavesNoTimer(t *testing.T) {
 		require.True(t, timer.armed.IsZero(), name)
 	}
 	require.False(t, held.maxHoldTimer.Stop(), "the max-hold timer was stopped")
-	c.cleaner.add(&held.ref, time.Now().Add(time.Hour), true)
+	c.cleaner.addUncertain(&held.ref, time.Hour)
 	require.True(t, c.cleaner.timer.armed.IsZero(), "a closed janitor takes nothing")
 }

@@ -184,7 +184,6 @@ func TestFaultHelperProcess(t *testing.T) {
 }
 
 func TestFaultProcessPauseHolderIsFencedOut(t *testing.T) {
-	t.Parallel()
 	lockServer, resourceServer := redistest.Start(t), redistest.Start(t)
 	const ttl = 600 * time.Millisecond
 	const name = "settlement"
@@ -354,7 +353,6 @@ func (w *watchedLock) requireLostBeforeSafeDeadline(t *testing.T, fault time.Tim
 const boundTTL = 2 * time.Second
 
 func TestFaultRedisHangEndsEveryHoldBeforeItsLease(t *testing.T) {
-	t.Parallel()
 	server := redistest.Start(t)
 	const ttl = boundTTL
 	var held []*watchedLock
@@ -513,7 +511,6 @@ func newProxy(t *testing.T, upstream string) *faultproxy.Proxy {
 }
 
 func TestFaultNetworkLossAlwaysBeforeTheSafeDeadline(t *testing.T) {
-	t.Parallel()
 	server := redistest.Start(t)
 	const ttl = boundTTL
 	faults := []struct {
@@ -553,7 +550,6 @@ func TestFaultNetworkLossAlwaysBeforeTheSafeDeadline(t *testing.T) {
 }
 
 func TestFaultNetworkTransientTroubleKeepsTheLock(t *testing.T) {
-	t.Parallel()
 	server := redistest.Start(t)
 	direct := newRedisClient(t, server.Addr())
 	const ttl = boundTTL
@@ -742,7 +738,6 @@ func TestFaultPoolExhaustionWithManyWaiters(t *testing.T) {
 // host can (the server expires keys by its own clock), which no client can
 // prevent.
 func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
-	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("the go command is needed to type-check the package: %v", err)

@@ -269,7 +269,6 @@ func (h *scriptCount) count(cmd redis.Cmder) {
 // the watchdog tries again within that lease, not a third of the TTL's
 // interval later, and the lock is kept.
 func TestAHandedOverLockWhoseFirstExtensionFailsIsKept(t *testing.T) {
-	t.Parallel()
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -35,9 +35,16 @@ type janitor struct {
 type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
-	// uncertain: an acquire attempt whose command may yet reach Redis;
-	// done only once the release deleted the key (reply replyDone).
+	// uncertain: an acquire attempt whose command may yet reach Redis,
+	// even after a partition longer than its lease (the segments sent
+	// before it arrive when it heals), and take the key with a fresh
+	// lease. Such a clean-up is done once the release deleted the key
+	// (replyDone); until Redis answers it has no end (see
+	// janitorMaxPartition), and from the first answer on it lasts a
+	// lease more: an attempt still on its way lands by then.
 	uncertain bool
+	lease     time.Duration
+	answered  bool
 	due       time.Time
 	tries     int
 	index     int
@@ -49,6 +56,11 @@ const (
 	janitorFirstRetry   = 10 * time.Millisecond
 	janitorMaxRetry     = 250 * time.Millisecond
 	janitorRoundTimeout = time.Second
+	// janitorMaxPartition bounds how long an uncertain clean-up waits for
+	// Redis to answer at all: about how long Linux retransmits a segment
+	// before it drops the connection (tcp_retries2 = 15, 924.6 s), after
+	// which nothing sent before the partition can arrive.
+	janitorMaxPartition = 15*time.Minute + 25*time.Second
 )
 
 func newJanitor(s store, bg *background) *janitor {
@@ -64,20 +76,32 @@ func newJanitor(s store, bg *background) *janitor {
 	return j
 }
 
-// add gives ref's token back in the background, now and then until until.
-func (j *janitor) add(ref *lockRef, until time.Time, uncertain bool) {
-	now := time.Now()
-	if !until.After(now) {
-		return
+// add gives ref's token back in the background, now and then until until:
+// a token whose last command's reply was read, so nothing of it can still
+// land.
+func (j *janitor) add(ref *lockRef, until time.Time) {
+	if until.After(time.Now()) {
+		j.push(&cleanup{ref: ref, until: until})
 	}
+}
+
+// addUncertain gives back the key that an acquire attempt without an
+// answer may take under ref's token, for a lease, whenever it lands (see
+// cleanup.uncertain).
+func (j *janitor) addUncertain(ref *lockRef, lease time.Duration) {
+	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease})
+}
+
+func (j *janitor) push(c *cleanup) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.timer.closed {
 		return // Client.Close swept the last round
 	}
-	j.queue.set(&cleanup{ref: ref, until: until, uncertain: uncertain, due: now, index: -1})
+	c.due, c.index = time.Now(), -1
+	j.queue.set(c)
 	if !j.busy {
-		j.timer.arm(now)
+		j.timer.arm(c.due)
 	}
 }
 
@@ -134,6 +158,13 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	defer j.mu.Unlock()
 	for i, c := range batch {
 		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone)
+		if errs[i] == nil && c.uncertain && !c.answered {
+			// Redis answers again: an attempt still on its way lands
+			// now, and its lease ends a lease from now at the latest.
+			// Look again soon.
+			c.answered, c.tries = true, 0
+			c.until = now.Add(c.lease)
+		}
 		if done || !now.Before(c.until) || j.timer.closed {
 			continue
 		}
@@ -176,7 +207,7 @@ func (c *Client) leave(ref *lockRef) {
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
-			c.janitor().add(ref, time.Now().Add(queueHold), false)
+			c.janitor().add(ref, time.Now().Add(queueHold))
 		}
 	}()
 	t := time.NewTimer(leaveWait)
@@ -184,5 +215,6 @@ func (c *Client) leave(ref *lockRef) {
 	select {
 	case <-done:
 	case <-t.C:
+	case <-c.closing: // Close tells its waiters at once
 	}
 }

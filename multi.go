@@ -433,7 +433,7 @@ func (a *multiAcquisition) giveBack(upto int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), ReleaseTimeout)
 	defer cancel()
 	if _, err := a.c.store.(singleStore).releaseMulti(ctx, ref, upto); err != nil {
-		a.c.janitor().add(ref, a.sent.Add(a.o.ttl), false)
+		a.c.janitor().add(ref, a.sent.Add(a.o.ttl))
 	}
 }
 

@@ -14,17 +14,30 @@ import (
 // (on a cluster, one sharded subscription per room, since the locks live on
 // different nodes; a room's two channels share its lock's slot). Its
 // reader goroutine runs while at least one channel is subscribed.
+//
+// Nothing a waiter calls waits for the network: subscribing and
+// unsubscribing only record what is wanted, and a goroutine of the
+// notifier's (reconcile; the sharded reader) does the I/O. A waiter then
+// waits for its subscription's confirmation within its own ctx, and a
+// stalled connection stalls only that goroutine.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool
 
-	mu      sync.Mutex
-	pubsub  *redis.PubSub // one connection (not sharded)
-	reading chan struct{} // closed when the reader exits
+	mu sync.Mutex // never held across I/O
 	// subs: every subscription to a channel. Rooms of one key may share
 	// a channel (an Acquire waiter's room and an AcquireMulti waiter's
 	// both hear the lock's releases): each announcement wakes them all.
 	subs map[string][]*subscription
+	// confirmed: the channels the server confirmed on the shared
+	// connection (not sharded).
+	confirmed map[string]bool
+
+	io      sync.Mutex      // serialises reconcile
+	pubsub  *redis.PubSub   // the shared connection (not sharded); guarded by io
+	reading chan struct{}   // closed when its reader exits; guarded by io
+	have    map[string]bool // channels asked for on pubsub; guarded by io
+	work    sync.WaitGroup  // reconcile and closing goroutines under way
 }
 
 // subscription is a room's: the lock's shared channel and, for a room
@@ -33,76 +46,142 @@ type notifier struct {
 type subscription struct {
 	channels []string
 	room     *waitRoom     // woken by the channels' announcements
-	ready    chan struct{} // closed once the server confirmed the last channel
-	pubsub   *redis.PubSub // sharded mode: its own
-	done     chan struct{} // sharded mode: reader exited
+	ready    chan struct{} // closed once the server confirmed every channel
+	// confirmed (by channels' index) and gone are guarded by notifier.mu.
+	confirmed []bool
+	gone      bool          // unsubscribed
+	pubsub    *redis.PubSub // sharded mode: its own, made without I/O
+	done      chan struct{} // sharded mode: reader exited
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
 	_, sharded := rdb.(*redis.ClusterClient)
-	return &notifier{rdb: rdb, sharded: sharded, subs: map[string][]*subscription{}}
+	return &notifier{rdb: rdb, sharded: sharded, subs: map[string][]*subscription{},
+		confirmed: map[string]bool{}, have: map[string]bool{}}
 }
 
+// subscribe records room's interest in channels and returns at once; the
+// subscription's ready is closed once the server confirmed them all.
 func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
+	sub := &subscription{channels: channels, room: room, ready: make(chan struct{}), confirmed: make([]bool, len(channels))}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	sub := &subscription{channels: channels, room: room, ready: make(chan struct{})}
 	for _, channel := range channels {
 		n.subs[channel] = append(n.subs[channel], sub)
+		if !n.sharded && n.confirmed[channel] {
+			sub.confirm(channel)
+		}
 	}
-	ctx := context.Background()
 	if n.sharded {
-		sub.pubsub = n.rdb.SSubscribe(ctx, channels...)
+		// No channel given: no I/O (the reader subscribes).
+		sub.pubsub = n.rdb.(*redis.ClusterClient).SSubscribe(context.Background())
 		sub.done = make(chan struct{})
-		go n.read(sub.pubsub, sub.done)
-		return sub
+		go n.read(sub.pubsub, sub.done, channels)
 	}
-	if n.pubsub == nil {
-		n.pubsub = n.rdb.Subscribe(ctx, channels...)
-		n.reading = make(chan struct{})
-		go n.read(n.pubsub, n.reading)
-	} else {
-		_ = n.pubsub.Subscribe(ctx, channels...) // a failure only costs latency
+	n.mu.Unlock()
+	if !n.sharded {
+		n.work.Add(1)
+		go n.reconcile()
 	}
 	return sub
 }
 
+// unsubscribe drops sub; it returns at once, its connection (sharded) or
+// its channels nobody else listens to are closed in the background.
 func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
-	var closing *redis.PubSub
-	var done chan struct{}
-	// A channel another room still listens to stays subscribed
-	// (sharded: we close only our own connection).
-	var ours []string
+	sub.gone = true
 	for _, channel := range sub.channels {
 		others := slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
 		if len(others) > 0 {
 			n.subs[channel] = others
-			continue
+		} else {
+			delete(n.subs, channel)
 		}
-		delete(n.subs, channel)
-		ours = append(ours, channel)
-	}
-	switch {
-	case n.sharded:
-		closing, done = sub.pubsub, sub.done
-	case len(n.subs) == 0 && n.pubsub != nil:
-		closing, done = n.pubsub, n.reading
-		n.pubsub, n.reading = nil, nil
-	case len(ours) > 0:
-		_ = n.pubsub.Unsubscribe(context.Background(), ours...)
 	}
 	n.mu.Unlock()
-	if closing != nil {
-		_ = closing.Close()
-		<-done
+	n.work.Add(1)
+	if n.sharded {
+		go func() {
+			defer n.work.Done()
+			_ = sub.pubsub.Close()
+			<-sub.done
+		}()
+		return
+	}
+	go n.reconcile()
+}
+
+// reconcile brings the shared connection's channels in line with what the
+// subscriptions want, and closes it when none is left.
+func (n *notifier) reconcile() {
+	defer n.work.Done()
+	n.io.Lock()
+	defer n.io.Unlock()
+	n.mu.Lock()
+	var add, drop []string
+	for channel := range n.subs {
+		if !n.have[channel] {
+			add = append(add, channel)
+		}
+	}
+	for channel := range n.have {
+		if n.subs[channel] == nil {
+			drop = append(drop, channel)
+			delete(n.confirmed, channel)
+		}
+	}
+	empty := len(n.subs) == 0
+	n.mu.Unlock()
+	ctx := context.Background()
+	switch {
+	case empty:
+		if n.pubsub != nil {
+			_ = n.pubsub.Close()
+			<-n.reading
+			n.pubsub, n.reading = nil, nil
+			clear(n.have)
+		}
+		return
+	case n.pubsub == nil:
+		n.pubsub, n.reading = n.rdb.Subscribe(ctx), make(chan struct{})
+		go n.read(n.pubsub, n.reading, nil)
+	}
+	if len(add) > 0 {
+		_ = n.pubsub.Subscribe(ctx, add...) // a failure only costs latency
+	}
+	if len(drop) > 0 {
+		_ = n.pubsub.Unsubscribe(ctx, drop...)
+	}
+	for _, channel := range add {
+		n.have[channel] = true
+	}
+	for _, channel := range drop {
+		delete(n.have, channel)
 	}
 }
 
-// read dispatches messages until its pub/sub is closed.
-func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
+// wait waits, within ctx, until the goroutines of reconcile and of closing
+// sharded subscriptions are done.
+func (n *notifier) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		n.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// read dispatches messages until its pub/sub is closed; a sharded
+// subscription's reader first subscribes its channels.
+func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) {
 	defer close(done)
 	ctx := context.Background()
+	if len(sharded) > 0 {
+		_ = ps.SSubscribe(ctx, sharded...) // a failure only costs latency
+	}
 	for {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
@@ -115,52 +194,63 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		var channel, payload string
-		confirmed := false
 		switch m := msg.(type) {
 		case *redis.Message:
-			channel, payload = m.Channel, m.Payload
+			n.deliver(ps, m.Channel, m.Payload)
 		case *redis.Subscription:
-			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
-				continue // an unsubscribe confirmation is no release
-			}
-			channel, confirmed = m.Channel, true
-		default:
-			continue
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				n.confirmChannel(ps, m.Channel)
+			} // an unsubscribe confirmation is no release
 		}
-		n.mu.Lock()
-		for _, sub := range n.subs[channel] {
-			// Sharded, each subscription has a connection of its own and
-			// hears its own confirmations and messages.
-			if !n.sharded || sub.pubsub == ps {
-				sub.deliver(channel, payload, confirmed)
-			}
-		}
-		n.mu.Unlock()
 	}
 }
 
-// deliver passes a message (or the confirmation of a channel) of one of
-// its channels to the subscription's room. It never blocks: the notifier
-// calls it under its mutex.
-func (sub *subscription) deliver(channel, payload string, confirmed bool) {
-	if confirmed {
-		// The server confirms a subscription's channels in order: the
-		// last one confirmed, every one is.
-		if channel == sub.channels[len(sub.channels)-1] {
-			select {
-			case <-sub.ready:
-			default:
-				close(sub.ready)
-			}
+// deliver wakes the rooms listening to channel on ps.
+func (n *notifier) deliver(ps *redis.PubSub, channel, payload string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, sub := range n.subs[channel] {
+		// Sharded, each subscription has a connection of its own and
+		// hears its own messages.
+		if n.sharded && sub.pubsub != ps || !sub.room.wants(payload) {
+			continue
 		}
-		return
+		select {
+		case sub.room.released <- struct{}{}:
+		default:
+		}
 	}
-	if !sub.room.wants(payload) {
-		return // handed to a waiter of another process
+}
+
+// confirmChannel records the server's confirmation of channel on ps.
+func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.sharded {
+		n.confirmed[channel] = true
 	}
-	select {
-	case sub.room.released <- struct{}{}:
-	default:
+	for _, sub := range n.subs[channel] {
+		if !n.sharded || sub.pubsub == ps {
+			sub.confirm(channel)
+		}
+	}
+}
+
+// confirm marks channel confirmed for sub, and sub ready once all its
+// channels are; notifier.mu is held.
+func (sub *subscription) confirm(channel string) {
+	all := true
+	for i, c := range sub.channels {
+		if c == channel {
+			sub.confirmed[i] = true
+		}
+		all = all && sub.confirmed[i]
+	}
+	if all && !sub.gone {
+		select {
+		case <-sub.ready:
+		default:
+			close(sub.ready)
+		}
 	}
 }

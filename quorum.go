@@ -109,7 +109,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 	// No release announcements (notify stays nil: no single node's channel
 	// speaks for the quorum): a waiter retries at its backoff, or when a
 	// majority can be free, whichever comes first.
-	return newClient(q, nil, nil, o), nil
+	return newClient(q, nil, nil, o, make(chan struct{})), nil
 }
 
 // nodeTimeout is how long a quorum waits for one node's answer to a command

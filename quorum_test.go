@@ -433,7 +433,6 @@ func TestQuorumSurvivesAMinorityDownAndRefusesWithoutAMajority(t *testing.T) {
 }
 
 func TestQuorumWithAPausedNode(t *testing.T) {
-	t.Parallel()
 	q := startQuorumServers(t, 5)
 	ctx := context.Background()
 	// Per-node timeout: 6s/20 = 300ms, against the node's 10s ReadTimeout.

@@ -235,7 +235,10 @@ func (w *restartWatch) closeIfIdle() <-chan struct{} {
 	if !idle {
 		return nil
 	}
-	_ = w.ps.Close() // unblocks its Receive
+	// Unblocks its Receive; on a goroutine of its own, since it waits
+	// for the read under way (up to watchTick, or go-redis's read
+	// timeout on a stalled connection) and Client.Close keeps to its ctx.
+	go func() { _ = w.ps.Close() }()
 	return w.exited
 }
 

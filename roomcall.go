@@ -91,7 +91,7 @@ func (a *roomCall) begin(kind roomAttempts) error {
 func (a *roomCall) record(cmd *redis.Cmd, ackErr error) (acquired bool, err error) {
 	acquired, fence, holder, err := parseAcquire(cmd, a.o.fencing)
 	if err == nil && acquired && ackErr != nil {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl), false)
+		a.c.janitor().add(&a.l.ref, a.sent.Add(a.o.ttl))
 		acquired, err = false, ackErr
 	}
 	switch {

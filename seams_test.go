@@ -2,14 +2,18 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/faultproxy"
 )
 
 // The seams between the exclusive lock and the lock family (issue 29):
@@ -99,4 +103,115 @@ func requireGoneWaitersHandedNothing(t *testing.T, b *backend, holderKind, waite
 	next, err := holderKind.acquire(ctx, c, name, redislock.WithTTL(300*time.Millisecond))
 	require.NoError(t, err, "a caller that does not wait, right after the release")
 	require.NoError(t, next.Release(ctx))
+}
+
+// An attempt whose caller gave up during a partition longer than the TTL
+// still reaches Redis when the partition heals (what was sent before it
+// arrives then) and takes the name with a fresh lease, under a token nobody
+// has. The give-back keeps going until Redis answers again, and then for a
+// lease more: the name is free again soon after the network heals, not a
+// whole TTL later. (It stopped at the attempt's own lease end, during the
+// partition.)
+func TestAnAttemptThatLandsAfterALongPartitionIsGivenBack(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	for _, tc := range []struct{ kind, next familyKind }{
+		{exclusiveKind, exclusiveKind}, {multiKind, multiKind},
+		{sharedKind, exclusiveKind}, // a shared caller would join the late share
+		{semaphoreKind, semaphoreKind},
+	} {
+		kind := tc.kind
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, func(t *testing.T, b *backend) {
+				ctx := context.Background()
+				proxy := newProxy(t, b.rdb.Options().Addr)
+				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+				t.Cleanup(func() { _ = rdb.Close() })
+				c := redislock.New(rdb, quiet, redislock.WithTTL(ttl))
+				name := "partitioned-" + strings.ReplaceAll(kind.name, " ", "-")
+				warm, err := kind.acquire(ctx, c, name) // the scripts are loaded: one command
+				require.NoError(t, err)
+				require.NoError(t, warm.Release(ctx))
+
+				proxy.SetMode(faultproxy.Hold)
+				_, err = kind.acquire(ctx, c, name)
+				require.Error(t, err, "no answer during the partition")
+				require.False(t, errors.Is(err, redislock.ErrNotAcquired), "a timeout is no verdict: %v", err)
+				require.Positive(t, proxy.Held(), "the attempt is held on its way")
+				// The partition outlasts the attempt's lease.
+				time.Sleep(ttl + 200*time.Millisecond)
+				proxy.SetMode(faultproxy.Pass)
+				healed := time.Now()
+
+				other := redislock.New(b.rdb, quiet)
+				var taken *redislock.Lock
+				deadline := time.Now().Add(5 * time.Second)
+				for taken, err = tc.next.acquire(ctx, other, name); err != nil; taken, err = tc.next.acquire(ctx, other, name) {
+					require.True(t, time.Now().Before(deadline), "the name is still held %v after the partition healed: %v", time.Since(healed), err)
+					time.Sleep(2 * time.Millisecond) // polling interval
+				}
+				free := time.Since(healed)
+				require.NoError(t, taken.Release(ctx))
+				require.Less(t, free, ttl/2, "free again soon after the partition healed, not a lease later")
+				t.Logf("free %v after the partition healed", free.Round(time.Millisecond))
+			})
+		})
+	}
+}
+
+// Close returns by its ctx's deadline whatever the network does, and the
+// Client's waiters get ErrClosed at once, also one whose attempt is stuck
+// on the stalled connection; what it could not release is reported. (It
+// returned after go-redis's read timeout, 3 s on its defaults.)
+func TestCloseKeepsToItsDeadlineOnAStalledNetwork(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		proxy := newProxy(t, b.rdb.Options().Addr)
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // go-redis's defaults
+		t.Cleanup(func() { _ = rdb.Close() })
+		c := redislock.New(rdb, quiet)
+		for _, name := range []string{"close-a", "close-b"} {
+			_, err := c.Acquire(ctx, name)
+			require.NoError(t, err)
+		}
+		blocker, err := redislock.New(b.rdb, quiet).Acquire(ctx, "close-w")
+		require.NoError(t, err)
+		type verdict struct {
+			err error
+			at  time.Time
+		}
+		waited := make(chan verdict, 1)
+		go func() {
+			_, err := c.Acquire(ctx, "close-w", redislock.WithRetry(redislock.LinearBackoff(10*time.Second)))
+			waited <- verdict{err, time.Now()}
+		}()
+		eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{close-w}:q").Val() == 1 },
+			"the waiter never queued")
+
+		proxy.SetMode(faultproxy.Blackhole)
+		// The waiter's next look at the lock (every half second while
+		// queued) is stuck on the stalled connection.
+		time.Sleep(600 * time.Millisecond)
+		start := time.Now()
+		closeCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		err = c.Close(closeCtx)
+		took := time.Since(start)
+		require.Error(t, err)
+		require.ErrorContains(t, err, "2 locks not confirmed released")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, took, time.Second, "Close returns by its ctx's deadline")
+		select {
+		case v := <-waited:
+			require.ErrorIs(t, v.err, redislock.ErrClosed)
+			require.Less(t, v.at.Sub(start), 200*time.Millisecond, "the waiter was told at once")
+		case <-time.After(time.Second):
+			t.Fatal("the waiter is still waiting after Close returned")
+		}
+		proxy.SetMode(faultproxy.Pass)
+		proxy.ResetAll() // go-redis gives up on the stalled connections now
+		require.NoError(t, blocker.Release(ctx))
+	})
 }

@@ -25,17 +25,25 @@ type singleStore struct {
 	// among concurrent callers (see batcher); nil: each goes alone (a
 	// quorum's nodes).
 	batch *batcher
+	// closing is closed by Client.Close: a waiter's attempt under way is
+	// then no longer waited for (see send).
+	closing <-chan struct{}
 }
 
 // send sends cmd, whose first key is key, through the batcher if any. It
 // returns cmd, or a command with ctx's error when ctx ended before the
-// reply was read (see batcher.do).
-func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd) *redis.Cmd {
+// reply was read (see batcher.do). A waiter's command (waiting) goes out
+// from the batcher's goroutine, so that the waiter can stop waiting for
+// it when the Client closes (the error is then errClosing).
+func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiting bool) *redis.Cmd {
 	if s.batch == nil {
 		_ = s.rdb.Process(ctx, cmd)
 		return cmd
 	}
-	return s.batch.do(ctx, key, cmd)
+	if waiting {
+		return s.batch.do(ctx, key, cmd, s.closing)
+	}
+	return s.batch.do(ctx, key, cmd, nil)
 }
 
 // publishCommand is how the release script announces a release: SPUBLISH
@@ -49,11 +57,11 @@ func (s singleStore) publishCommand() string {
 
 // run sends a prebuilt EVALSHA (args[0:2] = "evalsha", sha; keys from
 // args[3]) and, when the server lost its script cache, the same as EVAL.
-func (s singleStore) run(ctx context.Context, source string, args []any) *redis.Cmd {
+func (s singleStore) run(ctx context.Context, source string, args []any, waiting bool) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	key, _ := args[3].(string)
-	cmd = s.send(ctx, key, cmd)
+	cmd = s.send(ctx, key, cmd, waiting)
 	// (err != nil first: HasErrorPrefix allocates even for a nil error.)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		eval := make([]any, len(args))
@@ -61,7 +69,7 @@ func (s singleStore) run(ctx context.Context, source string, args []any) *redis.
 		eval[0], eval[1] = "eval", source
 		cmd = redis.NewCmd(ctx, eval...)
 		cmd.SetFirstKeyPos(3)
-		cmd = s.send(ctx, key, cmd)
+		cmd = s.send(ctx, key, cmd, waiting)
 	}
 	return cmd
 }
@@ -84,7 +92,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	if first && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
-		cmd = s.send(ctx, ref.key, cmd)
+		cmd = s.send(ctx, ref.key, cmd, false)
 		switch err := cmd.Err(); {
 		case err == nil:
 			if val, _ := cmd.Val().(string); val != "OK" {
@@ -96,12 +104,12 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		}
 		// Not set: the script says why.
 	}
-	reply := s.run(ctx, acquireSource, ref.acquireCommand(true))
+	reply := s.run(ctx, acquireSource, ref.acquireCommand(true), ref.waiting)
 	if ref.waiting && isTryAgain(reply.Err()) {
 		// A cluster slot in migration refuses scripts whose keys are
 		// not all there yet, and the queue's usually are not: wait
 		// without a place in the queue meanwhile.
-		reply = s.run(ctx, acquireSource, ref.acquireCommand(false))
+		reply = s.run(ctx, acquireSource, ref.acquireCommand(false), true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
@@ -177,13 +185,13 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	if ref.multi != nil {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
-	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:]).Int64()
+	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:], false).Int64()
 	if isTryAgain(err) && ref.kind == exclusiveLock {
 		// A cluster slot in migration (see acquire): release without
 		// the queue's keys, so without handing on; waiters hear the
 		// release and try. Rare: built here, not kept in every lock.
 		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
-		reply, err = s.run(ctx, releaseSource, plain).Int64()
+		reply, err = s.run(ctx, releaseSource, plain, false).Int64()
 	}
 	if err == nil {
 		s.ranScript()
@@ -257,7 +265,7 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		switch {
 		case errs[i] == nil:
 		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
-			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i]).Int64()
+			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i], false).Int64()
 		case isTryAgain(errs[i]):
 			// The slot is migrating: release without the queue (see
 			// release); a place left lapses after queueHold.

@@ -148,8 +148,11 @@ func TestWaitersWhoGiveUpLeaveNothingBehind(t *testing.T) {
 	n := c.rooms().notifier
 	waitFor(t, func() bool {
 		n.mu.Lock()
-		defer n.mu.Unlock()
-		return len(n.subs) == 0 && n.pubsub == nil
+		subs := len(n.subs)
+		n.mu.Unlock()
+		n.io.Lock() // the connection is reconcile's
+		defer n.io.Unlock()
+		return subs == 0 && n.pubsub == nil
 	}, "the pub/sub connection is closed")
 	require.NoError(t, holder.Release(ctx))
 }

@@ -306,7 +306,7 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 // listen makes sure the room hears release announcements, and waits (at
 // most within) until the server confirmed the subscription: before that a
 // release can go unheard, so the caller tries again at once afterwards.
-func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration) {
+func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration, closing <-chan struct{}) {
 	if w.notifier == nil {
 		return
 	}
@@ -331,12 +331,13 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	case <-sub.ready:
 	case <-ctx.Done():
 	case <-t.C:
+	case <-closing:
 	}
 }
 
 // close closes every room (Client.Close, once no caller waits): the
-// linger timers stop and the subscriptions end.
-func (w *waitRooms) close() {
+// linger timers stop and the subscriptions end, waited for within ctx.
+func (w *waitRooms) close(ctx context.Context) {
 	w.mu.Lock()
 	var subs []*subscription
 	for key, room := range w.rooms {
@@ -352,5 +353,8 @@ func (w *waitRooms) close() {
 	w.mu.Unlock()
 	for _, sub := range subs {
 		w.notifier.unsubscribe(sub)
+	}
+	if w.notifier != nil {
+		w.notifier.wait(ctx)
 	}
 }

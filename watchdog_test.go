@@ -15,7 +15,6 @@ import (
 )
 
 func TestWatchdogKeepsAShortLockAliveThroughLongWork(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		if b.mini != nil {
@@ -73,7 +72,6 @@ func TestWatchdogSignalsLossWhenTheKeyIsDeletedOrOverwritten(t *testing.T) {
 }
 
 func TestWatchdogSignalsLossBeforeTheLeaseEndsWhenRedisHangs(t *testing.T) {
-	t.Parallel()
 	server := redistest.Start(t)
 	// A long read timeout: the stalled extension must not be what ends the hold.
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})

@@ -31,6 +31,12 @@ const (
 	// Refuse accepts new connections and resets them at once; connections
 	// that are already open keep passing traffic.
 	Refuse
+	// Hold keeps every byte it reads, in order, and forwards it once the
+	// proxy leaves Hold, also to a server whose client has since closed
+	// its side: a partition that heals, when the segments sent during it
+	// arrive late. New connections are refused meanwhile, as a dead route
+	// would fail them.
+	Hold
 )
 
 // String names the mode.
@@ -44,6 +50,8 @@ func (m Mode) String() string {
 		return "blackhole"
 	case Refuse:
 		return "refuse"
+	case Hold:
+		return "hold"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -57,6 +65,9 @@ type Proxy struct {
 	mu    sync.Mutex
 	mode  Mode
 	delay time.Duration
+	held  chan struct{} // in Hold: closed when the proxy leaves it
+	// holding counts the chunks read in Hold and not written yet.
+	holding int
 	conns map[*pair]struct{}
 
 	wg     sync.WaitGroup
@@ -88,20 +99,40 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) SetMode(m Mode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode = m
+	p.setModeLocked(m)
 }
 
 // SetDelay sets the delay of Delay mode and switches to it.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode, p.delay = Delay, d
+	p.setModeLocked(Delay)
+	p.delay = d
 }
 
-func (p *Proxy) state() (Mode, time.Duration) {
+func (p *Proxy) setModeLocked(m Mode) {
+	switch {
+	case m == Hold && p.held == nil:
+		p.held = make(chan struct{})
+	case m != Hold && p.held != nil:
+		close(p.held) // what was held goes out now
+		p.held = nil
+	}
+	p.mode = m
+}
+
+func (p *Proxy) state() (Mode, time.Duration, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mode, p.delay
+	return p.mode, p.delay, p.held
+}
+
+// Held returns the number of chunks of bytes read in Hold mode and not
+// forwarded yet.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holding
 }
 
 // Conns returns the number of open proxied connections.
@@ -155,7 +186,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		if mode, _ := p.state(); mode == Refuse {
+		if mode, _, _ := p.state(); mode == Refuse || mode == Hold {
 			(&pair{client: client, server: client}).reset()
 			continue
 		}
@@ -197,6 +228,7 @@ func (p *Proxy) serve(c *pair) {
 type chunk struct {
 	data []byte
 	due  time.Time
+	held chan struct{} // Hold: sent once it is closed
 }
 
 // forward copies from src to dst according to the mode at the time each
@@ -209,6 +241,18 @@ func (p *Proxy) forward(dst, src net.Conn) {
 	writer.Go(func() {
 		failed := false
 		for ch := range queue {
+			if ch.held != nil {
+				if !failed {
+					select {
+					case <-ch.held:
+					case <-p.closed:
+						failed = true
+					}
+				}
+				p.mu.Lock()
+				p.holding--
+				p.mu.Unlock()
+			}
 			if failed {
 				continue // drain, so the reader never blocks on a dead writer
 			}
@@ -234,10 +278,15 @@ func (p *Proxy) forward(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			mode, delay := p.state()
+			mode, delay, held := p.state()
 			switch mode {
 			case Blackhole:
 				// swallowed
+			case Hold:
+				p.mu.Lock()
+				p.holding++
+				p.mu.Unlock()
+				queue <- chunk{data: append([]byte(nil), buf[:n]...), held: held}
 			case Delay:
 				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay)}
 			default:

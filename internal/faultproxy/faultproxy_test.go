@@ -156,6 +156,64 @@ func TestProxyModes(t *testing.T) {
 		require.Equal(t, "still", got)
 	})
 
+	t.Run("hold keeps what is sent, refuses new connections, and delivers it when healed, also after the client closed", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		_, err := roundTrip(conn, r, "warm", 5*time.Second)
+		require.NoError(t, err)
+		p.SetMode(faultproxy.Hold)
+		_, err = roundTrip(conn, r, "held", 200*time.Millisecond)
+		require.True(t, isTimeout(err), "nothing comes back while held: %v", err)
+		fresh, err := net.Dial("tcp", p.Addr())
+		if err == nil {
+			_, err = roundTrip(fresh, bufio.NewReader(fresh), "refused", 5*time.Second)
+			_ = fresh.Close()
+		}
+		require.Error(t, err, "a new connection is refused while held")
+		p.SetMode(faultproxy.Pass)
+		got, err := roundTrip(conn, r, "after", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "held", got, "the held line arrives first, once healed")
+
+		// A client that gives up and closes: what it sent still arrives.
+		seen := make(chan string, 1)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			seen <- line
+		}()
+		q, err := faultproxy.New(ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Close() })
+		late, err := net.Dial("tcp", q.Addr())
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return q.Conns() == 1 }, 5*time.Second, time.Millisecond)
+		q.SetMode(faultproxy.Hold)
+		_, err = late.Write([]byte("late\n"))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return q.Held() > 0 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, late.Close())
+		select {
+		case line := <-seen:
+			t.Fatalf("%q arrived while held", line)
+		case <-time.After(50 * time.Millisecond):
+		}
+		q.SetMode(faultproxy.Pass)
+		select {
+		case line := <-seen:
+			require.Equal(t, "late\n", line)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the held line never arrived")
+		}
+	})
+
 	t.Run("close is idempotent and waits for its goroutines", func(t *testing.T) {
 		p, err := faultproxy.New(echoServer(t))
 		require.NoError(t, err)
@@ -171,7 +229,7 @@ func TestProxyModes(t *testing.T) {
 func TestModeNames(t *testing.T) {
 	for mode, name := range map[faultproxy.Mode]string{
 		faultproxy.Pass: "pass", faultproxy.Delay: "delay", faultproxy.Blackhole: "blackhole",
-		faultproxy.Refuse: "refuse", faultproxy.Mode(42): "Mode(42)",
+		faultproxy.Refuse: "refuse", faultproxy.Hold: "hold", faultproxy.Mode(42): "Mode(42)",
 	} {
 		require.Equal(t, name, mode.String())
 	}
