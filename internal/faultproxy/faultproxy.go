@@ -68,7 +68,7 @@ type Proxy struct {
 	held  chan struct{} // in Hold: closed when the proxy leaves it
 	// holding counts the chunks read in Hold and not written yet.
 	holding int
-	conns map[*pair]struct{}
+	conns   map[*pair]struct{}
 
 	wg     sync.WaitGroup
 	closed chan struct{}
