@@ -103,6 +103,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // lockKey checks the arguments of Inspect and Break and returns the lock's
 // key under the Client's prefix.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
+	if err := c.usable(); err != nil {
+		return "", err
+	}
 	if ctx == nil {
 		return "", invalidf("nil context")
 	}
