@@ -51,21 +51,23 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&yes, "yes", false, "break without asking for confirmation")
-	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
-	if err := flags.Parse(args); err != nil {
+	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
+	names, rest, _, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, breakUsage+flagDefaults(flags))
 			return 0
 		}
 		return usageError(stderr, "break: %s", doubleDash(err))
 	}
-	if flags.NArg() != 1 {
-		return usageError(stderr, "break: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
+	// After "--", a NAME that starts with a dash.
+	if names = append(names, rest...); len(names) != 1 {
+		return usageError(stderr, "break: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {
 		return usageError(stderr, "break: --timeout %v must be positive", timeout)
 	}
-	name := flags.Arg(0)
+	name := names[0]
 	if _, err := lockKey(conn.prefix, name); err != nil {
 		return usageError(stderr, "break: %v", err)
 	}

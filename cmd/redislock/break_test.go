@@ -35,6 +35,7 @@ func runCLIWithInput(t *testing.T, environ []string, stdin string, args ...strin
 	require.NoError(t, err)
 	go func() { <-ctx.Done(); _ = cmd.Process.Kill() }()
 	err = cmd.Wait()
+	requireOnePrefix(t, errOut.String())
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), out.String(), errOut.String()

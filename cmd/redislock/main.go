@@ -23,7 +23,8 @@
 // locking (eviction policy, persistence, replication, latency, clock, the
 // user's rights) and prints one line per check.
 //
-// Run "redislock help" for the flags and every exit code.
+// Flags go anywhere before "--", also after NAME; everything after "--" is
+// COMMAND's. Run "redislock help" for the flags and every exit code.
 package main
 
 import (
@@ -74,6 +75,9 @@ Usage:
   redislock doctor [flags]
   redislock version
   redislock help [run|status|break|doctor]
+
+Flags go anywhere before --, also after NAME (status NAME --json); everything
+after -- is COMMAND's, flags included.
 
 run acquires the lock NAME, runs COMMAND while a watchdog extends the lock,
 releases the lock when COMMAND exits, and exits with COMMAND's exit code.

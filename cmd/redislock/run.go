@@ -22,9 +22,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 const runUsage = `Usage: redislock run [flags] NAME -- COMMAND [ARGS...]
+
+Flags may also follow NAME; everything after -- is COMMAND's, flags included.
 
 Acquires the lock NAME on Redis, runs COMMAND in its own process group while
 a watchdog extends the lock every TTL/3, releases the lock when COMMAND exits,
@@ -76,9 +79,10 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags := flag.NewFlagSet("redislock run", flag.ContinueOnError)
 	flags.SetOutput(io.Discard) // errors and help are printed below, help on stdout
 	cfg.redis.register(flags)
-	flags.DurationVar(&cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis, a `DURATION`: how long it outlives a crashed redislock (at least 1ms)")
-	flags.DurationVar(&cfg.wait, "wait", 0, "how long to wait for a lock held by another holder, a `DURATION`; 0 skips at once")
-	flags.DurationVar(&cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long (a `DURATION`) COMMAND has between SIGTERM and SIGKILL")
+	durationVar(flags, &cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis, a `DURATION`: how long it outlives a crashed redislock ("+
+		lockrules.Duration(redislock.MinTTL)+" to "+lockrules.Duration(redislock.MaxTTL)+")")
+	durationVar(flags, &cfg.wait, "wait", 0, "how long to wait for a lock held by another holder, a `DURATION`; 0 skips at once")
+	durationVar(flags, &cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long (a `DURATION`) COMMAND has between SIGTERM and SIGKILL")
 	flags.BoolVar(&cfg.fencing, "fencing", false, "take a fencing token (a number that grows with every acquisition) into REDISLOCK_FENCE")
 	flags.BoolVar(&cfg.failOpen, "fail-open", false, "run COMMAND without the lock when Redis cannot be reached (default: fail closed, exit 69)")
 	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `CODE` (0-255) when another holder has the lock")
@@ -86,23 +90,25 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags.IntVar(&cfg.limit, "limit", 0, "run at most `N` copies of COMMAND at once across machines (a semaphore of N slots; 1 to "+strconv.Itoa(redislock.MaxSemaphoreLimit)+") instead of one (default: an exclusive lock)")
 	flags.StringVar(&cfg.metadata, "metadata", "", "`TEXT` stored with the lock for \"redislock status\" to show (at most 4096 bytes, one line; \"\" for none) (default \"host=HOSTNAME pid=PID cmd=COMMAND\")")
 
-	if err := flags.Parse(args); err != nil {
+	names, command, dashed, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage+flagDefaults(flags))
 			return cfg, 0, false
 		}
 		return cfg, usageError(stderr, "run: %s", doubleDash(err)), false
 	}
-	rest := flags.Args()
 	switch {
-	case len(rest) == 0:
+	case len(names) == 0:
 		return cfg, usageError(stderr, "run: missing NAME"), false
-	case len(rest) == 1 || rest[1] != "--":
-		return cfg, usageError(stderr, "run: want NAME -- COMMAND [ARGS...] (flags go before NAME)"), false
-	case len(rest) == 2:
+	case !dashed:
+		return cfg, usageError(stderr, "run: want NAME -- COMMAND [ARGS...]"), false
+	case len(names) > 1:
+		return cfg, usageError(stderr, "run: want one NAME before --, got %d: %q", len(names), names), false
+	case len(command) == 0:
 		return cfg, usageError(stderr, "run: missing COMMAND after --"), false
 	}
-	cfg.name, cfg.command = rest[0], rest[2:]
+	cfg.name, cfg.command = names[0], command
 	metadataSet, limitSet := false, false
 	flags.Visit(func(f *flag.Flag) {
 		metadataSet = metadataSet || f.Name == "metadata"
@@ -116,8 +122,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: %v", err), false
 	}
 	switch {
-	case cfg.ttl < time.Millisecond:
-		return cfg, usageError(stderr, "run: --ttl %v is below the 1ms minimum", cfg.ttl), false
+	case lockrules.TTLOutOfRange(cfg.ttl) != "":
+		return cfg, usageError(stderr, "run: --ttl %s %s", lockrules.Duration(cfg.ttl), lockrules.TTLOutOfRange(cfg.ttl)), false
 	case cfg.wait < 0:
 		return cfg, usageError(stderr, "run: negative --wait %v", cfg.wait), false
 	case cfg.grace < 0:
@@ -205,11 +211,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitSignalBase + int(sig.(syscall.Signal))
 	case err == nil:
 	case errors.Is(err, redislock.ErrInvalidArgument) || errors.Is(err, redislock.ErrLimitMismatch):
-		return usageError(stderr, "run: %s", line(err))
+		return usageError(stderr, "run: %s", cause(err))
 	case errors.Is(err, redislock.ErrNotAcquired) && cfg.wait > 0:
 		// The library's error says why the wait ended (still held, or the
 		// deadline came during an attempt that Redis never answered).
-		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, line(err), cfg.skipCode)
+		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, whyNotAcquired(err, cfg.name), cfg.skipCode)
 		return cfg.skipCode
 	case errors.Is(err, redislock.ErrNotAcquired):
 		held := "is held by another holder"
@@ -225,6 +231,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	return supervise(cfg, lock, signals, logger, stderr)
+}
+
+// whyNotAcquired is the library's ErrNotAcquired error without what the
+// command's own message says already: "redislock: not acquired: "job": "
+// ("semaphore "job": " for --limit).
+func whyNotAcquired(err error, name string) string {
+	why := strings.TrimPrefix(cause(err), strings.TrimPrefix(redislock.ErrNotAcquired.Error(), "redislock: ")+": ")
+	for _, subject := range []string{strconv.Quote(name), "semaphore " + strconv.Quote(name)} {
+		why = strings.TrimPrefix(why, subject+": ")
+	}
+	return why
 }
 
 // acquire takes the lock, waiting up to cfg.wait. A terminating signal ends

@@ -78,21 +78,23 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
-	if err := flags.Parse(args); err != nil {
+	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
+	names, rest, _, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, statusUsage+flagDefaults(flags))
 			return 0
 		}
 		return usageError(stderr, "status: %s", doubleDash(err))
 	}
-	if flags.NArg() != 1 {
-		return usageError(stderr, "status: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
+	// After "--", a NAME that starts with a dash.
+	if names = append(names, rest...); len(names) != 1 {
+		return usageError(stderr, "status: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {
 		return usageError(stderr, "status: --timeout %v must be positive", timeout)
 	}
-	name := flags.Arg(0)
+	name := names[0]
 	key, err := lockKey(conn.prefix, name)
 	if err != nil {
 		return usageError(stderr, "status: %v", err)
