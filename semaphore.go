@@ -40,7 +40,7 @@ const MaxSemaphoreLimit = 100_000
 //
 // A name is either a lock or a semaphore: Acquire of a semaphore's name,
 // or AcquireSemaphore of a lock's, fails with Redis' WRONGTYPE error.
-// Inspect and Break do not read semaphores.
+// Inspect describes a semaphore (Info.Limit, Info.Holders); Break ends it.
 //
 // Errors: as Acquire's, and ErrLimitMismatch when the current holders use
 // another limit (the caller is not queued); ErrInvalidArgument for a
