@@ -615,7 +615,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "free-job")
 		require.Equal(t, 0, code, stderr)
-		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0}`, stdout)
+		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null}`, stdout)
 	})
 
 	t.Run("a held lock shows its remaining TTL and fence, never the token", func(t *testing.T) {
@@ -637,7 +637,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":null\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)
@@ -654,7 +654,7 @@ func TestStatus(t *testing.T) {
 	t.Run("a fence counter that is not a number is an error", func(t *testing.T) {
 		require.NoError(t, rdb.Set(context.Background(), "lock:{garbled}:fence", "abc", 0).Err())
 		code, stdout, stderr := runCLI(t, environ, "status", "garbled")
-		require.Equal(t, exitUnavailable, code)
+		require.Equal(t, exitNotALock, code)
 		require.Empty(t, stdout)
 		require.Contains(t, stderr, `the fence counter holds "abc", not a number`)
 	})

@@ -50,9 +50,10 @@ forwarded to COMMAND's process group; redislock exits after COMMAND, with its
 code. Processes COMMAND leaves behind in its process group are killed when it
 exits: nothing runs outside the lock.
 
-Exit codes: COMMAND's own; 64 usage error; 69 Redis unreachable or refused
-(fail closed); 70 lock lost; 71 exit status unreadable; 75 skipped (see
---skip-exit-code); 126 cannot execute; 127 not found; 128+N killed by signal N.
+Exit codes: COMMAND's own; 64 usage error; 65 NAME's key holds no lock of
+this kind; 69 Redis unreachable or refused (fail closed); 70 lock lost; 71
+exit status unreadable; 75 skipped (see --skip-exit-code); 126 cannot
+execute; 127 not found; 128+N killed by signal N.
 
 Flags:
 `
@@ -212,6 +213,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 	case errors.Is(err, redislock.ErrInvalidArgument) || errors.Is(err, redislock.ErrLimitMismatch):
 		return usageError(stderr, "run: %s", cause(err))
+	case errors.Is(err, redislock.ErrNotALock):
+		// Redis answered: --fail-open does not apply.
+		fmt.Fprintf(stderr, "redislock: %s; COMMAND was not run (exit %d)\n", notALock(locker, cfg, err), exitNotALock)
+		return exitNotALock
 	case errors.Is(err, redislock.ErrNotAcquired) && cfg.wait > 0:
 		// The library's error says why the wait ended (still held, or the
 		// deadline came during an attempt that Redis never answered).
@@ -231,6 +236,30 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	return supervise(cfg, lock, signals, logger, stderr)
+}
+
+// notALock says what holds cfg.name instead of the lock run asked for,
+// from one more look (Inspect): a semaphore where a lock was asked for (or
+// the other way round), or data that is no lock. err is the acquisition's
+// error, said when the look fails too.
+func notALock(locker *redislock.Client, cfg runConfig, err error) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, inspectErr := locker.Inspect(ctx, cfg.name)
+	switch {
+	case errors.Is(inspectErr, redislock.ErrNotALock):
+		return libraryCause(inspectErr, "inspect", cfg.name)
+	case inspectErr != nil || !info.Held:
+		return cause(err) // gone, or Redis failed meanwhile
+	case info.Kind == "semaphore" && info.Limit > 0:
+		return fmt.Sprintf("%q is a semaphore of %d slots: use --limit %d", cfg.name, info.Limit, info.Limit)
+	case info.Kind == "semaphore":
+		return fmt.Sprintf("%q is a semaphore: use --limit", cfg.name)
+	case cfg.limit > 0:
+		kind := map[string]string{"lock": "an exclusive lock", "shared": "a shared lock"}[info.Kind]
+		return fmt.Sprintf("%q is held as %s, not a semaphore: run it without --limit", cfg.name, kind)
+	}
+	return cause(err)
 }
 
 // whyNotAcquired is the library's ErrNotAcquired error without what the
