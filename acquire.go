@@ -50,6 +50,9 @@ import (
 // On success the caller must call Lock.Release; with the watchdog on
 // (the default) the lock is otherwise extended until the process exits.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	if len(opts) > 0 {
 		var perCall options
 		applyOptions(&perCall, opts)

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,17 @@ func TestBadInputIsAClearErrorWithoutARoundTrip(t *testing.T) {
 			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(-time.Second))
 			return err
 		}, "below the 10ms minimum"},
+		{"TTL of 292 years (math.MaxInt64)", func() error {
+			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(math.MaxInt64))
+			return err
+		}, "above the 24h maximum"},
+		{"TTL just above the maximum", func() error {
+			_, err := redislock.New(rdb, redislock.WithTTL(redislock.MaxTTL+time.Millisecond)).Acquire(ctx, "a")
+			return err
+		}, "TTL 24h0m0.001s is above the 24h maximum"},
+		{"TTL above the maximum on RunWithLock", func() error {
+			return redislock.New(rdb).RunWithLock(ctx, "a", noop, redislock.WithTTL(1000*time.Hour))
+		}, "above the 24h maximum"},
 		{"extend interval equal to the TTL", func() error {
 			_, err := redislock.New(rdb).Acquire(ctx, "a", redislock.WithTTL(time.Second), redislock.WithExtendInterval(time.Second))
 			return err
@@ -122,6 +134,14 @@ func TestBadInputIsAClearErrorWithoutARoundTrip(t *testing.T) {
 		})
 	}
 
+	t.Run("the maximum TTL itself is accepted", func(t *testing.T) {
+		l, err := redislock.New(rdb, quiet).Acquire(ctx, "longest", redislock.WithTTL(redislock.MaxTTL), redislock.WithWatchdog(false))
+		require.NoError(t, err)
+		require.Equal(t, redislock.MaxTTL, mini.TTL("lock:{longest}"))
+		require.NoError(t, l.Extend(ctx, redislock.MaxTTL))
+		require.NoError(t, l.Release(ctx))
+	})
+
 	t.Run("already cancelled context", func(t *testing.T) {
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
@@ -138,6 +158,9 @@ func TestBadInputIsAClearErrorWithoutARoundTrip(t *testing.T) {
 		before := mini.CommandCount()
 		require.ErrorIs(t, l.Extend(ctx, 0), redislock.ErrInvalidArgument)
 		require.ErrorIs(t, l.Extend(ctx, -time.Second), redislock.ErrInvalidArgument)
+		require.ErrorContains(t, l.Extend(ctx, time.Millisecond), "Extend TTL 1ms is below the 10ms minimum")
+		require.ErrorIs(t, l.Extend(ctx, math.MaxInt64), redislock.ErrInvalidArgument)
+		require.ErrorContains(t, l.Extend(ctx, redislock.MaxTTL+time.Second), "Extend TTL 24h0m1s is above the 24h maximum")
 		//lint:ignore SA1012 the point of the test
 		require.ErrorIs(t, l.Extend(nil, time.Second), redislock.ErrInvalidArgument) //nolint:staticcheck
 		//lint:ignore SA1012 the point of the test

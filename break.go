@@ -22,6 +22,10 @@ import (
 // below that of any later holder (fences only grow), so a resource that
 // checks fences turns its late writes away.
 //
+// A name held shared loses every share at once, and a semaphore every
+// slot (its holders learn at their next extension, reason Expired; the
+// semaphore's waiters are told, and take the slots).
+//
 // It returns what the lock held just before (Info.Held is false when there
 // was nothing to break, which is not an error), and logs it at Warn on the
 // Client's logger, without the token. On a quorum Client it deletes the
@@ -37,10 +41,15 @@ func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return info, fmt.Errorf("redislock: break %q: %w", name, err)
 	}
-	if info.Held {
+	switch {
+	case info.Held && info.Kind != kindLock:
+		// Shared holders, or a semaphore's: each had its own metadata.
+		c.opts.log().Warn("redislock: lock broken", "name", name, "kind", info.Kind, "holders", info.Count,
+			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
+	case info.Held:
 		c.opts.log().Warn("redislock: lock broken", "name", name, "metadata", info.Metadata,
 			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
-	} else {
+	default:
 		c.opts.log().Info("redislock: nothing to break: lock not held", "name", name)
 	}
 	return info, nil

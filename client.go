@@ -9,7 +9,9 @@ import (
 
 // Client takes locks on one Redis deployment (New) or on a majority of
 // independent servers (NewQuorum). It is safe for concurrent use; create one
-// per Redis client and share it.
+// per Redis client and share it. Make it with New or NewQuorum: a zero
+// Client (or a nil *Client) has no Redis client, and every method returns
+// an error matching ErrInvalidArgument that says so.
 //
 // A Client needs no closing to be freed: its watchdog runs a goroutine only
 // while a batch of extensions is under way, its pub/sub reader only while
@@ -62,6 +64,21 @@ func newClient(st store, notify redis.UniversalClient, publish any, o options, c
 		c.defaultsErr = st.check(&c.opts)
 	}
 	return c
+}
+
+// errNotFromNew is what every method of a Client that did not come from
+// New or NewQuorum (a zero value, a nil pointer) returns: it has no Redis
+// client, no defaults and nothing to wait with.
+var errNotFromNew = invalidf("a zero-value Client has no Redis client: make one with redislock.New (or NewQuorum)")
+
+// usable returns errNotFromNew for a Client that did not come from New or
+// NewQuorum, which always set store; nil otherwise. Every exported method
+// calls it first.
+func (c *Client) usable() error {
+	if c == nil || c.store == nil {
+		return errNotFromNew
+	}
+	return nil
 }
 
 // watchdog returns the Client's scheduler of extensions.

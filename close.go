@@ -24,6 +24,9 @@ import (
 // could not be (they expire after their TTL). A second Close returns nil.
 // Close does not close the go-redis client, which the caller owns.
 func (c *Client) Close(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}

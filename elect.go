@@ -70,6 +70,9 @@ import (
 // lock). Elect never returns nil unless lead returned nil on its own. To know who
 // leads now, ask for the lock called name from any process.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}

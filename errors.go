@@ -54,7 +54,8 @@ var (
 	ErrNotALock = errors.New("redislock: not a lock")
 
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
-	// name, a TTL below 10ms, a nil client, and so on. Such calls never touch
+	// name, a TTL outside MinTTL..MaxTTL (10ms..24h), a nil client, a
+	// Client not made by New, and so on. Such calls never touch
 	// the network.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 

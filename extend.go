@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// Extend resets the lock's lease to ttl (at least 10ms) from now, and makes
-// ttl the lease that later watchdog extensions renew (their interval becomes
-// ttl/3, unless WithExtendInterval set a shorter one). It waits for an
-// extension by the watchdog that is under way.
+// Extend resets the lock's lease to ttl from now, and makes ttl the lease
+// that later watchdog extensions renew (their interval becomes ttl/3,
+// unless WithExtendInterval set a shorter one). It waits for an extension
+// by the watchdog that is under way.
 //
-// It returns ErrNotHeld when the lock is no longer ours (then the lock's
+// It returns ErrInvalidArgument for a ttl outside MinTTL (10ms) to MaxTTL
+// (24h), ErrNotHeld when the lock is no longer ours (then the lock's
 // context is cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
@@ -22,8 +25,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	if ttl < minTTL {
-		return invalidf("Extend TTL %v is below the %v minimum", ttl, minTTL)
+	if bad := lockrules.TTLOutOfRange(ttl); bad != "" {
+		return invalidf("Extend TTL %v %s", ttl, bad)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	if err := l.endedFor(ctx); err != nil {

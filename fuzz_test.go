@@ -175,6 +175,8 @@ func FuzzOptions(f *testing.F) {
 		{int64(time.Second), 0, 0, retryCustom, math.MaxInt64, 0, 3, int64(time.Second), flagHeld | flagAsDefaults},
 		{int64(time.Second), int64(time.Second) - 1, 0, retryLinear, math.MaxInt64, 0, 0, int64(time.Second), flagHeld | flagWatchdogOff},
 		{int64(time.Hour), 1, int64(time.Hour), retryNone, 0, 0, 0, int64(time.Hour), flagWatchdogOff},
+		{int64(24 * time.Hour), 0, 0, retryNone, 0, 0, 0, int64(24*time.Hour) + 1, 0},
+		{int64(24*time.Hour) + 1, 0, 0, retryNone, 0, 0, 0, int64(time.Second), 0},
 	} {
 		f.Add(s.ttl, s.interval, s.maxHold, s.kind, s.a, s.b, s.attempts, s.extendTTL, s.flags)
 	}
@@ -220,9 +222,9 @@ func FuzzOptions(f *testing.F) {
 		// What the documentation promises, computed independently.
 		// The interval is compared with the TTL as Redis keeps it, in
 		// whole milliseconds: 1.5ms with an interval of 1.2ms is rejected.
-		// The shortest lease is 10ms; an interval is 0 (TTL/3) or at
-		// least 1ms.
-		valid := ttl >= 10*ms &&
+		// The shortest lease is 10ms, the longest 24h; an interval is 0
+		// (TTL/3) or at least 1ms.
+		valid := ttl >= 10*ms && ttl <= int64(24*time.Hour) &&
 			(interval == 0 || interval >= ms) && time.Duration(interval) < time.Duration(ttl).Truncate(time.Millisecond) &&
 			maxHold >= 0 && retryValid
 
@@ -268,7 +270,7 @@ func FuzzOptions(f *testing.F) {
 			}
 			extendErr := l.Extend(ctx, time.Duration(extendTTL))
 			switch {
-			case extendTTL < 10*ms:
+			case extendTTL < 10*ms || extendTTL > int64(24*time.Hour):
 				requireClearInvalid(t, extendErr, "Extend(%d)", extendTTL)
 			case extendErr != nil:
 				// Only a hold that has already ended (a max hold or

@@ -42,11 +42,39 @@ type Info struct {
 	// Shared counts the shared holders (AcquireShared) whose lease is
 	// running when the lock is held shared; 0 when it is held exclusively
 	// or not held. Held is then true, TTL is the latest shared lease's
-	// and Metadata is "" (each shared holder has its own).
+	// and Metadata is "" (each shared holder has its own: see Holders).
 	Shared int
+	// Kind says which kind of lock holds the name: "lock" (Acquire,
+	// RunWithLock, Elect, AcquireMulti, and every lock of a quorum
+	// Client), "shared" (AcquireShared) or "semaphore"
+	// (AcquireSemaphore); "" when the name is not held.
+	Kind string
+	// Count is how many hold the name: 1 for a held lock, the shared
+	// holders (as Shared) or the semaphore's holders whose leases are
+	// running; 0 when it is not held.
+	Count int
+	// Limit is a semaphore's limit, the one its holders use; 0 for the
+	// other kinds. For a semaphore, TTL is its latest lease's and
+	// Metadata is "" (each holder has its own: see Holders).
+	Limit int
+	// Holders describes the shared holders of a lock held shared, and
+	// the holders of a semaphore, each with its metadata and lease left,
+	// the lease that ends first first; at most 100 of them (Count says
+	// how many there are). nil for a lock held exclusively, whose holder
+	// Metadata and TTL describe, and when the name is not held.
+	Holders []HolderInfo
 	// Nodes is, on a quorum Client (NewQuorum), each node's view, in the
 	// order of the clients given to NewQuorum; nil on any other Client.
 	Nodes []NodeInfo
+}
+
+// HolderInfo is one of the holders of a semaphore, or of a lock held
+// shared, in Info.Holders. It never holds the holder's token.
+type HolderInfo struct {
+	// Metadata is the holder's metadata (see WithMetadata), "" when none.
+	Metadata string
+	// TTL is the holder's lease left.
+	TTL time.Duration
 }
 
 // NodeInfo is what one node of a quorum Client holds for a lock.
@@ -66,9 +94,11 @@ type NodeInfo struct {
 }
 
 // Inspect reports the state of the lock called name, under the Client's key
-// prefix, in one round trip: whether it is held, the lease left, the
-// holder's metadata, the last fence handed out and how many waiters are
-// queued on the server. It runs a script that only reads (so all of it
+// prefix, in one round trip: whether it is held and by which kind of lock
+// (an exclusive lock, shared holders, a semaphore), the lease left, the
+// holders' metadata (and, for shared holders and a semaphore's, each one's
+// lease left; a semaphore's limit), the last fence handed out and how many
+// waiters are queued on the server. It runs a script that only reads (so all of it
 // describes one instant), and never sees or returns the holder's token.
 // Anyone may call it: it needs no lock and changes nothing, and it works
 // after Client.Close too. It is also the way to ask who leads an election
@@ -83,7 +113,8 @@ type NodeInfo struct {
 //   - ErrInvalidArgument for a nil ctx or a name Acquire would refuse
 //     (nothing is sent);
 //   - ErrNotALock when the lock's key, its fence counter or its queue holds
-//     a value of another type;
+//     a value of another type (a sorted set in the lock's key is a
+//     semaphore's);
 //   - on a quorum Client, a *QuorumError when fewer than a majority of the
 //     nodes could be read (Info.Nodes then says what each one did);
 //   - otherwise the Redis error, wrapped with the name.
@@ -103,6 +134,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // lockKey checks the arguments of Inspect and Break and returns the lock's
 // key under the Client's prefix.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
+	if err := c.usable(); err != nil {
+		return "", err
+	}
 	if ctx == nil {
 		return "", invalidf("nil context")
 	}
@@ -119,8 +153,15 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 // stateKeys are the keys the inspect and break scripts read, in the order
 // of lua/state.lua.
 func stateKeys(key string) []string {
-	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key)}
+	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }
+
+// The kinds of lock Info.Kind names, as lua/state.lua does.
+const (
+	kindLock      = "lock"
+	kindShared    = "shared"
+	kindSemaphore = "semaphore"
+)
 
 func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 	info, _, _, err := parseState(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
@@ -128,7 +169,7 @@ func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 }
 
 // parseState reads the reply of the inspect or break script (see
-// lua/state.lua): the Info, the holder's digest, and break's seventh
+// lua/state.lua): the Info, the holder's digest, and break's eleventh
 // element (handed to a waiter).
 func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
 	val, err := cmd.Result()
@@ -138,9 +179,12 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		}
 		return Info{}, "", false, err
 	}
-	reply, ok := val.([]any)
-	if !ok || len(reply) < 7 || len(reply) > 8 {
+	unexpected := func() (Info, string, bool, error) {
 		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
+	}
+	reply, ok := val.([]any)
+	if !ok || len(reply) < 10 || len(reply) > 11 {
+		return unexpected()
 	}
 	held, ok0 := reply[0].(int64)
 	pttl, ok1 := reply[1].(int64)
@@ -148,22 +192,57 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	fence, ok3 := reply[3].(string)
 	waiters, ok4 := reply[4].(int64)
 	holder, ok5 := reply[5].(string)
-	shared, ok6 := reply[6].(int64)
-	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || held != 0 && held != 1 || waiters < 0 || shared < 0 ||
-		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "" || shared != 0) {
-		return Info{}, "", false, fmt.Errorf("unexpected reply %v from the inspect script", val)
+	count, ok6 := reply[6].(int64)
+	kind, ok7 := reply[7].(string)
+	limit, ok8 := reply[8].(string)
+	holders, ok9 := reply[9].([]any)
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 || held != 0 && held != 1 || waiters < 0 || count < 0 ||
+		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "" || count != 0 || kind != "" || limit != "" || len(holders) != 0) {
+		return unexpected()
+	}
+	switch {
+	case held == 0:
+	case kind == kindLock && count == 0 && limit == "" && len(holders) == 0:
+	case kind == kindShared && limit == "" && metadata == "":
+	case kind == kindSemaphore && count > 0 && metadata == "" && holder == "":
+		if limit != "" {
+			n, err := strconv.Atoi(limit)
+			if err != nil || n < 1 {
+				return Info{}, "", false, notALockError{fmt.Sprintf("the semaphore's limit holds %q, not a number of slots", limit), nil}
+			}
+			info.Limit = n
+		}
+	default:
+		return unexpected()
+	}
+	if len(holders)%2 != 0 || int64(len(holders)/2) > count {
+		return unexpected()
+	}
+	for i := 0; i < len(holders); i += 2 {
+		metadata, ok := holders[i].(string)
+		left, ok2 := holders[i+1].(int64)
+		if !ok || !ok2 || left < 0 {
+			return unexpected()
+		}
+		info.Holders = append(info.Holders, HolderInfo{Metadata: metadata, TTL: leaseLeft(left)})
 	}
 	if fence != "" {
 		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
 			return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
 		}
 	}
-	info.Held, info.Metadata, info.Waiters, info.Shared = held == 1, metadata, int(waiters), int(shared)
+	info.Held, info.Metadata, info.Waiters, info.Kind, info.Count = held == 1, metadata, int(waiters), kind, int(count)
 	if info.Held {
 		info.TTL = leaseLeft(pttl)
+		switch kind {
+		case kindLock:
+			info.Count = 1
+		case kindShared:
+			info.Shared = int(count)
+		}
 	}
-	if len(reply) == 8 {
-		n, ok := reply[7].(int64)
+	if len(reply) == 11 {
+		n, ok := reply[10].(int64)
 		if !ok || n != 0 && n != 1 {
 			return Info{}, "", false, fmt.Errorf("unexpected reply %v from the break script", val)
 		}
@@ -240,7 +319,8 @@ func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx conte
 		}
 	}
 	if info.Held {
-		info.TTL = majorityLease(leases, q.needed)
+		// A quorum Client takes exclusive locks only.
+		info.TTL, info.Kind, info.Count = majorityLease(leases, q.needed), kindLock, 1
 	}
 	if answered := len(q.nodes) - len(errs); answered < q.needed {
 		return info, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,

@@ -63,6 +63,9 @@ const MaxMultiNames = 1000
 // may have taken is given back in the background until its lease would
 // have run out. On success the caller must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	switch {
 	case ctx == nil:
 		return nil, invalidf("nil context")

@@ -3,6 +3,8 @@ package redislock
 import (
 	"log/slog"
 	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Defaults. Every option documents its default here and in docs/configuration.md.
@@ -17,10 +19,16 @@ const (
 	// ReleaseTimeout bounds the release that RunWithLock sends after fn
 	// returns, on a context detached from the caller's cancellation.
 	ReleaseTimeout = 5 * time.Second
-	// minTTL is the shortest lease: below it the round trip and the drift
-	// allowance (see drift) eat the whole lease, and a lock would be
-	// handed out already past its safe deadline.
-	minTTL = 10 * time.Millisecond
+	// MinTTL is the shortest lease WithTTL and Lock.Extend accept: below
+	// it the round trip and the drift allowance eat the whole lease, and a
+	// lock would be handed out already past its safe deadline.
+	MinTTL = lockrules.MinTTL
+	// MaxTTL is the longest lease WithTTL and Lock.Extend accept (24h): a
+	// holder that crashes blocks the name for its whole TTL, and with the
+	// watchdog the TTL need only cover a crash, not the work. A day lets a
+	// lease without the watchdog span a day-long job; a longer one is a
+	// unit mistake (WithTTL(math.MaxInt64) would be 292 years).
+	MaxTTL = lockrules.MaxTTL
 	// minExtendInterval is the shortest watchdog interval.
 	minExtendInterval = time.Millisecond
 )
@@ -98,12 +106,12 @@ func (o *options) log() *slog.Logger {
 }
 
 // WithTTL sets the lease the lock gets on the server: how long it survives a
-// crashed holder. Default DefaultTTL (30s); at least 10ms; it is rounded down
-// to whole milliseconds, the unit Redis keeps.
+// crashed holder. Default DefaultTTL (30s); from MinTTL (10ms) to MaxTTL
+// (24h); it is rounded down to whole milliseconds, the unit Redis keeps.
 func WithTTL(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if d < minTTL {
-			o.invalid(invalidf("TTL %v is below the %v minimum", d, minTTL))
+		if bad := lockrules.TTLOutOfRange(d); bad != "" {
+			o.invalid(invalidf("TTL %v %s", d, bad))
 			return
 		}
 		o.ttl = d.Truncate(time.Millisecond)

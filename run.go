@@ -25,6 +25,9 @@ import (
 // A failed release after fn is logged at Warn, not returned: fn did run,
 // and the lock expires after its TTL.
 func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	if fn == nil {
 		return invalidf("nil fn for lock %q", name)
 	}

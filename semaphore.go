@@ -40,7 +40,7 @@ const MaxSemaphoreLimit = 100_000
 //
 // A name is either a lock or a semaphore: Acquire of a semaphore's name,
 // or AcquireSemaphore of a lock's, fails with Redis' WRONGTYPE error.
-// Inspect and Break do not read semaphores.
+// Inspect describes a semaphore (Info.Limit, Info.Holders); Break ends it.
 //
 // Errors: as Acquire's, and ErrLimitMismatch when the current holders use
 // another limit (the caller is not queued); ErrInvalidArgument for a
@@ -49,6 +49,9 @@ const MaxSemaphoreLimit = 100_000
 // no slot held and no place in the queue. On success the caller must call
 // Lock.Release.
 func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, opts ...Option) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	if limit < 1 || limit > MaxSemaphoreLimit {
 		return nil, invalidf("semaphore limit %d is outside 1..%d", limit, MaxSemaphoreLimit)
 	}

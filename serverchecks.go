@@ -8,10 +8,11 @@ import (
 // Know the server you lock on: on a Client's first lock, one best-effort
 // look at the settings that can make two holders without any failure of
 // ours. Only eviction for now: under maxmemory, a policy other than
-// noeviction removes lock keys (they carry a TTL) and, with allkeys-*,
-// fence counters too. A user who may not read the config gets no warning
-// and no error (Debug only). After the first call this costs one atomic
-// load (sync.Once).
+// noeviction removes lock keys (they carry a TTL), letting a second holder
+// in while the first still believes it holds; with allkeys-*, fence
+// counters too, which fences survive (see evictsCounters). A user who may
+// not read the config gets no warning and no error (Debug only). After the
+// first call this costs one atomic load (sync.Once).
 
 // serverChecker is implemented by stores that can read their server's
 // settings.
@@ -42,17 +43,19 @@ func (c *Client) checkServer(ctx context.Context, o *options) {
 		case maxmemory == "0":
 			logger.Debug("redislock: the server has no memory limit, so its eviction policy does not apply", "maxmemory_policy", policy)
 		default:
-			logger.Warn("redislock: Redis may evict lock keys under memory pressure: a lock can vanish while held and another instance take it"+
+			logger.Warn("redislock: Redis may evict lock keys under memory pressure: a lock can vanish while held, and a second holder take it while the first still believes it holds"+
 				evictsCounters(policy)+"; set maxmemory-policy noeviction on servers that hold locks",
 				"maxmemory_policy", policy, "maxmemory", maxmemory)
 		}
 	})
 }
 
-// evictsCounters says what else a policy evicts.
+// evictsCounters says what else a policy evicts, and why that is not the
+// risk: an evicted counter starts again, but each fence is raised to the
+// server's clock in microseconds, so fences keep growing.
 func evictsCounters(policy string) string {
 	if len(policy) >= 8 && policy[:8] == "allkeys-" {
-		return ", and fence counters too, so fences can start again below numbers already handed out"
+		return " (it evicts fence counters too, but fences keep growing: each is raised to the server clock)"
 	}
 	return ""
 }

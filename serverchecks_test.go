@@ -60,6 +60,10 @@ func TestAServerThatEvictsLockKeysIsWarnedOnce(t *testing.T) {
 		require.Contains(t, warns[0], "maxmemory-policy noeviction")
 		require.Contains(t, warns[0], "maxmemory_policy="+policy)
 		require.Equal(t, counters, strings.Contains(warns[0], "fence counters too"), policy)
+		// The risk is a second holder; fences do not go backwards (each
+		// is raised to the server clock), evicted counter or not.
+		require.Contains(t, warns[0], "a second holder take it while the first still believes it holds", policy)
+		require.NotContains(t, warns[0], "below numbers already handed out", policy)
 	}
 
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())

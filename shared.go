@@ -40,6 +40,9 @@ import (
 // call leaves no share held and no place in the queue. On success the
 // caller must call Lock.Release.
 func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	if _, single := c.store.(singleStore); !single {
 		return nil, invalidf("shared locks need a Client on one Redis deployment (New); a quorum Client does not support them")
 	}

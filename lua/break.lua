@@ -7,21 +7,30 @@
 -- ARGV[2]  how long (ms) the lock handed to a waiter is held for it
 --          (announced as release.lua does)
 -- A lock held shared (AcquireShared) loses every share: the shared
--- holders' set is deleted with the marker.
--- Returns  state()'s reply as it was before the break, with an eighth
+-- holders' set is deleted with the marker. A semaphore loses every slot:
+-- its holders and its limit are deleted, and the release announced, so
+-- that its waiters take the slots.
+-- Returns  state()'s reply as it was before the break, with an eleventh
 --          element: 1 when the lock was handed to a waiter, else 0
 local info, err, value = state()
 if err then
   return err
 end
-info[8] = 0
+info[11] = 0
+local channel = KEYS[1] .. ':released'
+if info[8] == 'semaphore' then
+  redis.call('DEL', KEYS[1], KEYS[6])
+  if ARGV[1] ~= '' then
+    redis.pcall(ARGV[1], channel, '1')
+  end
+  return info
+end
 if not value then
   return info
 end
-if string.sub(value, 1, 8) == '*shared*' then
+if info[8] == 'shared' then
   redis.call('DEL', KEYS[5])
 end
-local channel = KEYS[1] .. ':released'
 -- A hand-over is announced on the channel of the waiter's Client only:
 -- channel .. ':' .. its tag, the token's part before a '.' (a token of a
 -- Client without a tag goes on the shared channel).
@@ -46,7 +55,7 @@ if head[1] then
       if ARGV[1] ~= '' then
         redis.pcall(ARGV[1], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. ARGV[2])
       end
-      info[8] = 1
+      info[11] = 1
       return info
     end
     head = redis.call('ZRANGE', KEYS[3], 0, 0)

@@ -1,30 +1,40 @@
--- state: a lock's state, read without writing anything. Not a script of
--- its own: inspect.lua and break.lua start with it (see scripts.go).
--- KEYS[1]  the lock key
+-- state: what holds a lock's name, read without writing anything. Not a
+-- script of its own: inspect.lua and break.lua start with it (see
+-- scripts.go).
+-- KEYS[1]  the lock key (a semaphore's holders, see semaphore_acquire.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (see acquire.lua)
 -- KEYS[4]  the queue's expiries
 -- KEYS[5]  the shared holders (see shared_acquire.lua)
+-- KEYS[6]  a semaphore's limit
 -- (all in one hash slot)
--- state() returns {held, pttl, metadata, fence, waiters, holder, shared},
--- or nil
--- and an error reply:
---   held      1 when the lock key exists, else 0
---   pttl      the key's PTTL (ms; -1: no expiry; -2: no key)
+-- state() returns {held, pttl, metadata, fence, waiters, holder, count,
+-- kind, limit, holders}, or nil and an error reply:
+--   held      1 when the name is held (a lock key, or a semaphore with a
+--             running lease), else 0
+--   pttl      the lock key's PTTL (ms; -1: no expiry; -2: not held): for
+--             a semaphore or shared holders, the latest lease's end
 --   metadata  what follows the first \31 (unit separator) in the key's
---             value: the holder's metadata; '' when none. The token in
---             front of it is a secret and does not leave the server.
+--             value: the exclusive holder's metadata; '' when none. The
+--             token in front of it is a secret and does not leave the
+--             server.
 --   fence     the fence counter as a string, '' when there is none
 --   waiters   the waiters in the queue whose place has not lapsed
 --   holder    the first 16 hex digits of the value's SHA1 ('' when not
---             held): tells holders apart (a quorum's nodes) without
---             showing the token
---   shared    how many shared holders' leases are running when the key
---             holds the shared marker (see shared_acquire.lua), else 0
+--             held, and for a semaphore): tells holders apart (a quorum's
+--             nodes) without showing the token
+--   count     how many shared holders' (or a semaphore's holders') leases
+--             are running; 0 for an exclusive lock
+--   kind      'lock', 'shared' (the key holds the shared marker, see
+--             shared_acquire.lua) or 'semaphore'; '' when not held
+--   limit     a semaphore's limit as its holders set it, '' when none
+--   holders   for 'shared' and 'semaphore', the first 100 holders by lease
+--             end, flat: metadata, lease left (ms), metadata, ...; never a
+--             token. Empty otherwise.
 --   the error WRONGTYPE naming the key when one of the keys holds a value
 --             of another type; any other error as Redis gave it
--- and, third, the lock key's value (false when there is none), for
--- break.lua.
+-- and, third, the lock key's value (false when there is none, and for a
+-- semaphore), for break.lua.
 local function read(what, command, key, ...)
   local reply = redis.pcall(command, key, ...)
   if type(reply) == 'table' and reply.err then
@@ -36,10 +46,33 @@ local function read(what, command, key, ...)
   end
   return reply
 end
+-- holders lists the live members of a sorted set of holders (tokens, with
+-- their metadata after \31, scored by lease end): metadata and lease left.
+local function holders(key, now)
+  local list = {}
+  local members = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
+  for i = 1, #members, 2 do
+    local at = string.find(members[i], '\31', 1, true)
+    list[#list + 1] = at and string.sub(members[i], at + 1) or ''
+    list[#list + 1] = tonumber(members[i + 1]) - now
+  end
+  return list
+end
 local function state()
-  local value, fence, waiters, err
-  value, err = read('a lock', 'GET', KEYS[1])
-  if err then return nil, err end
+  local fence, waiters, err
+  -- A plain GET first: a lock needs no TYPE (nor the right to send it).
+  local value = redis.pcall('GET', KEYS[1])
+  local semaphore = false
+  if type(value) == 'table' and value.err then
+    if not string.find(value.err, 'WRONGTYPE', 1, true) then
+      return nil, value
+    end
+    local kind = redis.call('TYPE', KEYS[1]).ok
+    if kind ~= 'zset' then
+      return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a lock')
+    end
+    semaphore, value = true, false
+  end
   fence, err = read('a fence counter', 'GET', KEYS[2])
   if err then return nil, err end
   -- The queue's type is checked; its places lapse unless their waiter
@@ -52,18 +85,33 @@ local function state()
   waiters, err = read('a waiters\' queue', 'ZCOUNT', KEYS[4], '(' .. now, '+inf')
   if err then return nil, err end
   fence = fence or ''
-  if not value then
-    return {0, -2, '', fence, waiters, '', 0}, nil, value
-  end
-  local shared = 0
-  if string.sub(value, 1, 8) == '*shared*' then
-    shared, err = read('the shared holders', 'ZCOUNT', KEYS[5], '(' .. now, '+inf')
+  local free = {0, -2, '', fence, waiters, '', 0, '', '', {}}
+  if semaphore then
+    local count = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+    if count == 0 then
+      return free, nil, false
+    end
+    local limit
+    limit, err = read('a semaphore limit', 'GET', KEYS[6])
     if err then return nil, err end
+    return {1, redis.call('PTTL', KEYS[1]), '', fence, waiters, '', count, 'semaphore', limit or '', holders(KEYS[1], now)}, nil, false
+  end
+  if not value then
+    return free, nil, value
+  end
+  local kind, count, list = 'lock', 0, {}
+  if string.sub(value, 1, 8) == '*shared*' then
+    kind = 'shared'
+    count, err = read('the shared holders', 'ZCOUNT', KEYS[5], '(' .. now, '+inf')
+    if err then return nil, err end
+    if count > 0 then
+      list = holders(KEYS[5], now)
+    end
   end
   local metadata = ''
   local at = string.find(value, '\31', 1, true)
   if at then
     metadata = string.sub(value, at + 1)
   end
-  return {1, redis.call('PTTL', KEYS[1]), metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), shared}, nil, value
+  return {1, redis.call('PTTL', KEYS[1]), metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}, nil, value
 end

@@ -23,7 +23,9 @@ stuck and cannot be stopped otherwise. It prints the lock's status (see
 "redislock status": the holder's metadata says which process it is), asks
 for confirmation on stdin unless --yes, then breaks it: the lock goes to the
 first waiter queued for it, as the holder's release would hand it on, or is
-deleted when nobody waits. What it broke is logged on stderr.
+deleted when nobody waits. Shared holders lose every share at once, and a
+semaphore every slot (its waiters then take them). What it broke is logged
+on stderr.
 
 The holder is not stopped: it learns at its next extension (within a third
 of its TTL with the defaults) that the lock is lost ("redislock run" then
@@ -32,8 +34,8 @@ work at once; fencing tokens keep the old one's writes out, since its fence
 is below the next holder's.
 
 Exits 0 when the lock was broken or was not held, 1 when the confirmation
-was not given, 64 on a usage error, 69 when Redis fails or the key holds a
-value of another type.
+was not given, 64 on a usage error, 65 when the key holds something that is
+not a lock (it is left alone), 69 when Redis fails.
 
 Flags:
 `
@@ -51,21 +53,23 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&yes, "yes", false, "break without asking for confirmation")
-	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
-	if err := flags.Parse(args); err != nil {
+	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
+	names, rest, _, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, breakUsage+flagDefaults(flags))
 			return 0
 		}
 		return usageError(stderr, "break: %s", doubleDash(err))
 	}
-	if flags.NArg() != 1 {
-		return usageError(stderr, "break: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
+	// After "--", a NAME that starts with a dash.
+	if names = append(names, rest...); len(names) != 1 {
+		return usageError(stderr, "break: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {
 		return usageError(stderr, "break: --timeout %v must be positive", timeout)
 	}
-	name := flags.Arg(0)
+	name := names[0]
 	if _, err := lockKey(conn.prefix, name); err != nil {
 		return usageError(stderr, "break: %v", err)
 	}
@@ -82,14 +86,14 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "redislock: break %q: %s\n", name, libraryCause(err, "inspect", name))
-		return exitUnavailable
+		return inspectFailure(err)
 	}
 	fmt.Fprint(stdout, statusOf(info).text())
 	if !info.Held {
 		fmt.Fprintf(stdout, "%q is not held: nothing to break\n", name)
 		return 0
 	}
-	if !yes && !confirm(stdin, stderr, name) {
+	if !yes && !confirm(stdin, stderr, name, info.Count) {
 		fmt.Fprintf(stderr, "redislock: %q not broken\n", name)
 		return exitDeclined
 	}
@@ -98,21 +102,32 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "redislock: break %q: %s\n", name, libraryCause(err, "break", name))
-		return exitUnavailable
+		return inspectFailure(err)
 	}
 	if !broken.Held {
 		// Released (or expired) between the look and the break.
 		fmt.Fprintf(stdout, "%q was released meanwhile: nothing broken\n", name)
 		return 0
 	}
-	fmt.Fprintf(stdout, "broke %q, held by %s\n", name, holderOf(broken))
+	switch broken.Kind {
+	case "semaphore":
+		fmt.Fprintf(stdout, "broke %q: its %s (of %d slots) lost their slots\n", name, count(broken.Count, "holder"), broken.Limit)
+	case "shared":
+		fmt.Fprintf(stdout, "broke %q: its %s lost their shares\n", name, count(broken.Count, "shared holder"))
+	default:
+		fmt.Fprintf(stdout, "broke %q, held by %s\n", name, holderOf(broken))
+	}
 	return 0
 }
 
-// confirm asks on stderr whether to break name and reads the answer from
-// stdin: "y" or "yes", in any case, confirms.
-func confirm(stdin io.Reader, stderr io.Writer, name string) bool {
-	fmt.Fprintf(stderr, "Break %q? Its holder keeps running until its next extension. [y/N] ", name)
+// confirm asks on stderr whether to break name, held by holders, and reads
+// the answer from stdin: "y" or "yes", in any case, confirms.
+func confirm(stdin io.Reader, stderr io.Writer, name string, holders int) bool {
+	keeps := "Its holder keeps running until its next extension."
+	if holders > 1 {
+		keeps = fmt.Sprintf("Its %d holders keep running until their next extension.", holders)
+	}
+	fmt.Fprintf(stderr, "Break %q? %s [y/N] ", name, keeps)
 	answer, err := bufio.NewReader(stdin).ReadString('\n')
 	if !isTerminal(stdin) {
 		// Nobody typed it: show it, and end the prompt's line.

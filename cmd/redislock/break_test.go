@@ -35,6 +35,7 @@ func runCLIWithInput(t *testing.T, environ []string, stdin string, args ...strin
 	require.NoError(t, err)
 	go func() { <-ctx.Done(); _ = cmd.Process.Kill() }()
 	err = cmd.Wait()
+	requireOnePrefix(t, errOut.String())
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), out.String(), errOut.String()
@@ -135,7 +136,7 @@ func TestBreakCommand(t *testing.T) {
 	t.Run("a key of another type is left alone", func(t *testing.T) {
 		require.NoError(t, rdb.HSet(ctx, "lock:{profile}", "f", "v").Err())
 		code, stdout, stderr := runCLIWithInput(t, environ, "", "break", "--yes", "profile")
-		require.Equal(t, exitUnavailable, code, stderr)
+		require.Equal(t, exitNotALock, code, stderr)
 		require.Empty(t, stdout)
 		require.Contains(t, stderr, "lock:{profile} holds a hash, not a lock")
 		require.True(t, keyExists(t, rdb, "lock:{profile}"))

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,6 +25,71 @@ func line(err error) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// cause is line(err) without the library's "redislock: " in front, for a
+// message that says "redislock:" itself: a prefix is said once.
+func cause(err error) string {
+	return strings.TrimPrefix(line(err), "redislock: ")
+}
+
+// parseArgs parses args as kubectl, etcdctl and git do: flags anywhere
+// before a "--", so that "status NAME --json" and "run NAME --ttl 3s --
+// COMMAND" work. It returns the other arguments before the "--" (names)
+// and those after it (rest, nil without a "--"; dashed tells whether there
+// was one), which are left alone: flags after "--" are COMMAND's. A flag
+// that takes a value takes the next argument, as package flag does.
+func parseArgs(flags *flag.FlagSet, args []string) (names, rest []string, dashed bool, err error) {
+	var flagArgs []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		switch {
+		case arg == "--":
+			return names, args[i+1:], true, flags.Parse(flagArgs)
+		case len(arg) < 2 || arg[0] != '-':
+			names = append(names, arg) // "-" alone is an argument, as for package flag
+			continue
+		}
+		flagArgs = append(flagArgs, arg)
+		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if f := flags.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flagArgs = append(flagArgs, args[i])
+		}
+	}
+	return names, nil, false, flags.Parse(flagArgs)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// durationValue is a time.Duration flag that says what is wrong with a
+// value package flag's own would only call a "parse error": above all a
+// number without a unit ("--ttl 30").
+type durationValue time.Duration
+
+// durationVar defines a durationValue flag.
+func durationVar(flags *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	flags.Var((*durationValue)(p), name, usage)
+}
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+var bareNumber = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)$`)
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err == nil:
+		*d = durationValue(v)
+		return nil
+	case bareNumber.MatchString(s):
+		return fmt.Errorf("missing a unit, as in %ss", s)
+	}
+	return errors.New("not a duration, as in 30s, 1m30s or 500ms")
 }
 
 // singleDash matches a flag named with one dash, as package flag writes it

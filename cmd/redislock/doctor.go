@@ -81,17 +81,18 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON array instead of text")
-	flags.DurationVar(&ttl, "ttl", redislock.DefaultTTL, "the lock `DURATION` the latency is compared with")
-	flags.DurationVar(&timeout, "timeout", 10*time.Second, "give up on Redis after this `DURATION` (the whole report)")
-	if err := flags.Parse(args); err != nil {
+	durationVar(flags, &ttl, "ttl", redislock.DefaultTTL, "the lock `DURATION` the latency is compared with")
+	durationVar(flags, &timeout, "timeout", 10*time.Second, "give up on Redis after this `DURATION` (the whole report)")
+	names, rest, _, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, doctorUsage+flagDefaults(flags))
 			return 0
 		}
 		return usageError(stderr, "doctor: %s", doubleDash(err))
 	}
-	if flags.NArg() != 0 {
-		return usageError(stderr, "doctor: takes no arguments, got %d", flags.NArg())
+	if n := len(names) + len(rest); n != 0 {
+		return usageError(stderr, "doctor: takes no arguments, got %d", n)
 	}
 	if ttl <= 0 || timeout <= 0 {
 		return usageError(stderr, "doctor: --ttl and --timeout must be positive")

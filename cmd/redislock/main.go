@@ -23,7 +23,8 @@
 // locking (eviction policy, persistence, replication, latency, clock, the
 // user's rights) and prints one line per check.
 //
-// Run "redislock help" for the flags and every exit code.
+// Flags go anywhere before "--", also after NAME; everything after "--" is
+// COMMAND's. Run "redislock help" for the flags and every exit code.
 package main
 
 import (
@@ -42,10 +43,15 @@ import (
 const (
 	// exitUsage (EX_USAGE): bad flags or arguments; nothing was sent.
 	exitUsage = 64
+	// exitNotALock (EX_DATAERR): NAME's key holds something that is not
+	// the lock asked for: data of another type, or a lock of another kind
+	// (a semaphore where run wants a lock, or the other way round). Redis
+	// answered, so --fail-open does not apply; nothing was run or changed.
+	exitNotALock = 65
 	// exitUnavailable (EX_UNAVAILABLE): Redis could not be reached, or
-	// refused the lock's commands (WRONGTYPE, NOPERM, a wrong password),
-	// and --fail-open was not given (or Redis answered and refused):
-	// nothing was run.
+	// refused the lock's commands (NOPERM, a wrong password), and
+	// --fail-open was not given (or Redis answered and refused): nothing
+	// was run.
 	exitUnavailable = 69
 	// exitLost (EX_SOFTWARE): the lock was lost while the command ran and
 	// redislock terminated the command.
@@ -75,17 +81,23 @@ Usage:
   redislock version
   redislock help [run|status|break|doctor]
 
+Flags go anywhere before --, also after NAME (status NAME --json); everything
+after -- is COMMAND's, flags included.
+
 run acquires the lock NAME, runs COMMAND while a watchdog extends the lock,
 releases the lock when COMMAND exits, and exits with COMMAND's exit code.
 If another holder has NAME, COMMAND is not run (exit 75, see --wait).
-status shows whether NAME is held, its remaining TTL, the holder's metadata,
-its fence counter and its waiters. break ends NAME whatever its holder, for
+status shows whether NAME is held and by what (a lock, shared holders, a
+semaphore), its remaining TTL, each holder's metadata, its fence counter and
+its waiters. break ends NAME whatever its holder, for
 operators, after asking (see --yes).
 doctor checks a Redis deployment for locking, one line per check.
 
 Exit codes of run:
   0-255  COMMAND's own exit code
   64     usage error: bad flags or arguments (nothing was run)
+  65     NAME's key holds something else: data that is no lock, or a lock of
+         another kind (a semaphore without --limit, a lock with it)
   69     Redis could not be reached or refused the lock, without --fail-open
          (fail closed: nothing was run)
   70     the lock was lost while COMMAND ran; redislock sent it SIGTERM, and
@@ -97,9 +109,10 @@ Exit codes of run:
   127    COMMAND was not found
   128+N  COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM), or
          redislock got signal N while waiting for the lock
-status exits 0 (held or not), 64 on a usage error, 69 when Redis fails.
+status exits 0 (held or not), 64 on a usage error, 65 when NAME's key
+holds no lock, 69 when Redis fails.
 break exits 0 (broken, or not held), 1 when not confirmed, 64 on a usage
-error, 69 when Redis fails.
+error, 65 when NAME's key holds no lock, 69 when Redis fails.
 doctor exits 0 when no check is broken, 1 when one is, 64 on a usage
 error, 69 when Redis cannot be reached.
 

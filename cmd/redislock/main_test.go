@@ -144,11 +144,26 @@ func (p *cliProc) Stdout(t *testing.T) string { return readFile(t, p.stdout) }
 func (p *cliProc) Stderr(t *testing.T) string { return readFile(t, p.stderr) }
 
 // runCLI runs redislock to completion and returns its exit code and output.
+// Every message of its own on stderr says "redislock:" once.
 func runCLI(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	p := startCLI(t, environ, args...)
 	code = p.wait(t)
-	return code, p.Stdout(t), p.Stderr(t)
+	stdout, stderr = p.Stdout(t), p.Stderr(t)
+	requireOnePrefix(t, stderr)
+	return code, stdout, stderr
+}
+
+// requireOnePrefix fails when a line of redislock's stderr repeats its
+// "redislock:" prefix ("redislock: run: redislock: invalid argument: ..."),
+// the slog records aside (their msg and error attributes are apart).
+func requireOnePrefix(t *testing.T, stderr string) {
+	t.Helper()
+	for _, l := range strings.Split(stderr, "\n") {
+		if !strings.HasPrefix(l, "time=") {
+			require.LessOrEqual(t, strings.Count(l, "redislock:"), 1, "a message repeats its prefix: %q", l)
+		}
+	}
 }
 
 func readFile(t *testing.T, path string) string {
@@ -600,7 +615,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "free-job")
 		require.Equal(t, 0, code, stderr)
-		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0}`, stdout)
+		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null}`, stdout)
 	})
 
 	t.Run("a held lock shows its remaining TTL and fence, never the token", func(t *testing.T) {
@@ -622,7 +637,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":null\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)
@@ -639,7 +654,7 @@ func TestStatus(t *testing.T) {
 	t.Run("a fence counter that is not a number is an error", func(t *testing.T) {
 		require.NoError(t, rdb.Set(context.Background(), "lock:{garbled}:fence", "abc", 0).Err())
 		code, stdout, stderr := runCLI(t, environ, "status", "garbled")
-		require.Equal(t, exitUnavailable, code)
+		require.Equal(t, exitNotALock, code)
 		require.Empty(t, stdout)
 		require.Contains(t, stderr, `the fence counter holds "abc", not a number`)
 	})
@@ -665,7 +680,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "--redis", "127.0.0.1:6379", "job", "--", "true"}, "--redis must look like redis://host:port"},
 		{[]string{"status", "--redis", "127.0.0.1:6379", "job"}, "--redis must look like redis://host:port"},
 		{[]string{"status", "--json=maybe", "job"}, `invalid boolean value "maybe" for --json`},
-		{[]string{"run", "--ttl", "0", "job", "--", "true"}, "below the 1ms minimum"},
+		{[]string{"run", "--ttl", "0", "job", "--", "true"}, "--ttl 0s is below the 10ms minimum"},
 		{[]string{"run", "--wait", "-1s", "job", "--", "true"}, "negative --wait"},
 		{[]string{"run", "--grace", "-1s", "job", "--", "true"}, "negative --grace"},
 		{[]string{"run", "--skip-exit-code", "256", "job", "--", "true"}, "not in 0-255"},

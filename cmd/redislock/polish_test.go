@@ -152,7 +152,7 @@ func TestStatusOfAKeyThatIsNotALock(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s: %s", tc.name, tc.want), func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, environ, "status", tc.name)
-			require.Equal(t, exitUnavailable, code, stderr)
+			require.Equal(t, exitNotALock, code, stderr)
 			require.Empty(t, stdout)
 			require.Contains(t, stderr, tc.want)
 			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)

@@ -22,9 +22,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 const runUsage = `Usage: redislock run [flags] NAME -- COMMAND [ARGS...]
+
+Flags may also follow NAME; everything after -- is COMMAND's, flags included.
 
 Acquires the lock NAME on Redis, runs COMMAND in its own process group while
 a watchdog extends the lock every TTL/3, releases the lock when COMMAND exits,
@@ -47,9 +50,10 @@ forwarded to COMMAND's process group; redislock exits after COMMAND, with its
 code. Processes COMMAND leaves behind in its process group are killed when it
 exits: nothing runs outside the lock.
 
-Exit codes: COMMAND's own; 64 usage error; 69 Redis unreachable or refused
-(fail closed); 70 lock lost; 71 exit status unreadable; 75 skipped (see
---skip-exit-code); 126 cannot execute; 127 not found; 128+N killed by signal N.
+Exit codes: COMMAND's own; 64 usage error; 65 NAME's key holds no lock of
+this kind; 69 Redis unreachable or refused (fail closed); 70 lock lost; 71
+exit status unreadable; 75 skipped (see --skip-exit-code); 126 cannot
+execute; 127 not found; 128+N killed by signal N.
 
 Flags:
 `
@@ -76,9 +80,10 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags := flag.NewFlagSet("redislock run", flag.ContinueOnError)
 	flags.SetOutput(io.Discard) // errors and help are printed below, help on stdout
 	cfg.redis.register(flags)
-	flags.DurationVar(&cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis, a `DURATION`: how long it outlives a crashed redislock (at least 1ms)")
-	flags.DurationVar(&cfg.wait, "wait", 0, "how long to wait for a lock held by another holder, a `DURATION`; 0 skips at once")
-	flags.DurationVar(&cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long (a `DURATION`) COMMAND has between SIGTERM and SIGKILL")
+	durationVar(flags, &cfg.ttl, "ttl", redislock.DefaultTTL, "lease of the lock on Redis, a `DURATION`: how long it outlives a crashed redislock ("+
+		lockrules.Duration(redislock.MinTTL)+" to "+lockrules.Duration(redislock.MaxTTL)+")")
+	durationVar(flags, &cfg.wait, "wait", 0, "how long to wait for a lock held by another holder, a `DURATION`; 0 skips at once")
+	durationVar(flags, &cfg.grace, "grace", 10*time.Second, "after the lock is lost, how long (a `DURATION`) COMMAND has between SIGTERM and SIGKILL")
 	flags.BoolVar(&cfg.fencing, "fencing", false, "take a fencing token (a number that grows with every acquisition) into REDISLOCK_FENCE")
 	flags.BoolVar(&cfg.failOpen, "fail-open", false, "run COMMAND without the lock when Redis cannot be reached (default: fail closed, exit 69)")
 	flags.IntVar(&cfg.skipCode, "skip-exit-code", defaultSkipCode, "exit `CODE` (0-255) when another holder has the lock")
@@ -86,23 +91,25 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 	flags.IntVar(&cfg.limit, "limit", 0, "run at most `N` copies of COMMAND at once across machines (a semaphore of N slots; 1 to "+strconv.Itoa(redislock.MaxSemaphoreLimit)+") instead of one (default: an exclusive lock)")
 	flags.StringVar(&cfg.metadata, "metadata", "", "`TEXT` stored with the lock for \"redislock status\" to show (at most 4096 bytes, one line; \"\" for none) (default \"host=HOSTNAME pid=PID cmd=COMMAND\")")
 
-	if err := flags.Parse(args); err != nil {
+	names, command, dashed, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage+flagDefaults(flags))
 			return cfg, 0, false
 		}
 		return cfg, usageError(stderr, "run: %s", doubleDash(err)), false
 	}
-	rest := flags.Args()
 	switch {
-	case len(rest) == 0:
+	case len(names) == 0:
 		return cfg, usageError(stderr, "run: missing NAME"), false
-	case len(rest) == 1 || rest[1] != "--":
-		return cfg, usageError(stderr, "run: want NAME -- COMMAND [ARGS...] (flags go before NAME)"), false
-	case len(rest) == 2:
+	case !dashed:
+		return cfg, usageError(stderr, "run: want NAME -- COMMAND [ARGS...]"), false
+	case len(names) > 1:
+		return cfg, usageError(stderr, "run: want one NAME before --, got %d: %q", len(names), names), false
+	case len(command) == 0:
 		return cfg, usageError(stderr, "run: missing COMMAND after --"), false
 	}
-	cfg.name, cfg.command = rest[0], rest[2:]
+	cfg.name, cfg.command = names[0], command
 	metadataSet, limitSet := false, false
 	flags.Visit(func(f *flag.Flag) {
 		metadataSet = metadataSet || f.Name == "metadata"
@@ -116,8 +123,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (cfg runConfig, code int,
 		return cfg, usageError(stderr, "run: %v", err), false
 	}
 	switch {
-	case cfg.ttl < time.Millisecond:
-		return cfg, usageError(stderr, "run: --ttl %v is below the 1ms minimum", cfg.ttl), false
+	case lockrules.TTLOutOfRange(cfg.ttl) != "":
+		return cfg, usageError(stderr, "run: --ttl %s %s", lockrules.Duration(cfg.ttl), lockrules.TTLOutOfRange(cfg.ttl)), false
 	case cfg.wait < 0:
 		return cfg, usageError(stderr, "run: negative --wait %v", cfg.wait), false
 	case cfg.grace < 0:
@@ -205,11 +212,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitSignalBase + int(sig.(syscall.Signal))
 	case err == nil:
 	case errors.Is(err, redislock.ErrInvalidArgument) || errors.Is(err, redislock.ErrLimitMismatch):
-		return usageError(stderr, "run: %s", line(err))
+		return usageError(stderr, "run: %s", cause(err))
+	case errors.Is(err, redislock.ErrNotALock):
+		// Redis answered: --fail-open does not apply.
+		fmt.Fprintf(stderr, "redislock: %s; COMMAND was not run (exit %d)\n", notALock(locker, cfg, err), exitNotALock)
+		return exitNotALock
 	case errors.Is(err, redislock.ErrNotAcquired) && cfg.wait > 0:
 		// The library's error says why the wait ended (still held, or the
 		// deadline came during an attempt that Redis never answered).
-		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, line(err), cfg.skipCode)
+		fmt.Fprintf(stderr, "redislock: %q not acquired%s: %s: skipped (exit %d)\n", cfg.name, waited, whyNotAcquired(err, cfg.name), cfg.skipCode)
 		return cfg.skipCode
 	case errors.Is(err, redislock.ErrNotAcquired):
 		held := "is held by another holder"
@@ -225,6 +236,41 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	return supervise(cfg, lock, signals, logger, stderr)
+}
+
+// notALock says what holds cfg.name instead of the lock run asked for,
+// from one more look (Inspect): a semaphore where a lock was asked for (or
+// the other way round), or data that is no lock. err is the acquisition's
+// error, said when the look fails too.
+func notALock(locker *redislock.Client, cfg runConfig, err error) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, inspectErr := locker.Inspect(ctx, cfg.name)
+	switch {
+	case errors.Is(inspectErr, redislock.ErrNotALock):
+		return libraryCause(inspectErr, "inspect", cfg.name)
+	case inspectErr != nil || !info.Held:
+		return cause(err) // gone, or Redis failed meanwhile
+	case info.Kind == "semaphore" && info.Limit > 0:
+		return fmt.Sprintf("%q is a semaphore of %d slots: use --limit %d", cfg.name, info.Limit, info.Limit)
+	case info.Kind == "semaphore":
+		return fmt.Sprintf("%q is a semaphore: use --limit", cfg.name)
+	case cfg.limit > 0:
+		kind := map[string]string{"lock": "an exclusive lock", "shared": "a shared lock"}[info.Kind]
+		return fmt.Sprintf("%q is held as %s, not a semaphore: run it without --limit", cfg.name, kind)
+	}
+	return cause(err)
+}
+
+// whyNotAcquired is the library's ErrNotAcquired error without what the
+// command's own message says already: "redislock: not acquired: "job": "
+// ("semaphore "job": " for --limit).
+func whyNotAcquired(err error, name string) string {
+	why := strings.TrimPrefix(cause(err), strings.TrimPrefix(redislock.ErrNotAcquired.Error(), "redislock: ")+": ")
+	for _, subject := range []string{strconv.Quote(name), "semaphore " + strconv.Quote(name)} {
+		why = strings.TrimPrefix(why, subject+": ")
+	}
+	return why
 }
 
 // acquire takes the lock, waiting up to cfg.wait. A terminating signal ends

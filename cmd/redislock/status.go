@@ -18,33 +18,44 @@ import (
 
 const statusUsage = `Usage: redislock status [flags] NAME
 
-Shows whether the lock NAME is held, its remaining TTL, the holder's
-metadata (what "redislock run" sets: host, pid and command), the fence
-counter (the last fencing token handed out; "none" before the first fenced
-acquisition) and the waiters queued for it. It reads them in one round trip
-(the library's Client.Inspect, a script that only reads) and never shows the
-holder's token. Exits 0 whether or not the lock is held, 64 on a usage
-error, 69 when Redis fails or a key holds a value of another type.
+Shows whether NAME is held and by what: an exclusive lock ("redislock run"),
+shared holders (readers, the library's AcquireShared) or a semaphore
+("redislock run --limit N"); its remaining TTL; each holder's metadata (what
+"redislock run" sets: host, pid and command) and, for shared holders and a
+semaphore's, each one's lease left; the fence counter (the last fencing
+token handed out; "none" before the first fenced acquisition) and the
+waiters queued for it. It reads them in one round trip (the library's
+Client.Inspect, a script that only reads) and never shows a token. Exits 0
+whether or not NAME is held, 64 on a usage error, 65 when NAME's key holds
+something that is not a lock, 69 when Redis fails.
 
 Text output, one "field: value" per line:
   name:     NAME
   key:      lock:{NAME}
-  held:     yes | no
+  held:     yes | no | yes, shared by 3 holders | yes, a semaphore: 2 of 5 slots
   ttl:      1.5s | - (not held) | none (the key has no expiry)
   holder:   host=web-1 pid=4242 cmd=report | - (not held) | none (no metadata)
   fence:    12 | none
   waiters:  0
+For shared holders and a semaphore, one holder line each (the lease that
+ends first first; at most 100, then "... and N more"):
+  holder:   host=web-1 pid=4242 cmd=report (lease 1.5s) | no metadata (lease 1.5s)
 With --json, one object: {"name","key","held","ttl_ms","metadata","fence",
-"waiters"}, where ttl_ms is null when not held and -1 when the key has no
-expiry, metadata is null when not held, and fence is null when there is no
-counter. When Redis fails, --json prints {"name","key","error"} on stdout
-(and the error on stderr) and exits 69.
+"waiters","kind","count","limit","holders"}: ttl_ms is null when not held
+and -1 when the key has no expiry (for shared holders and a semaphore, the
+latest lease); metadata is the exclusive holder's, null when not held or
+held by shared holders or a semaphore; fence is null when there is no
+counter; kind is "lock", "shared" or "semaphore", null when not held; count
+is how many hold NAME; limit is a semaphore's, else null; holders is null
+for an exclusive lock, else [{"metadata","ttl_ms"}...]. When Redis fails,
+--json prints {"name","key","error"} on stdout (and the error on stderr)
+and exits 65 or 69.
 
 Flags:
 `
 
 // lockStatus is what status reports; its JSON form is part of the CLI's
-// stable output.
+// stable output (fields are only ever added, at the end).
 type lockStatus struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
@@ -52,13 +63,29 @@ type lockStatus struct {
 	// TTLMillis is the remaining lease in ms, nil when not held, -1 when the
 	// key has no expiry.
 	TTLMillis *int64 `json:"ttl_ms"`
-	// Metadata is the holder's metadata, nil when not held, "" when the
+	// Metadata is the exclusive holder's metadata, nil when not held (or
+	// held by shared holders or a semaphore: see Holders), "" when the
 	// holder set none.
 	Metadata *string `json:"metadata"`
 	// Fence is the fence counter, nil when it does not exist.
 	Fence *int64 `json:"fence"`
 	// Waiters counts the waiters queued on the server.
 	Waiters int `json:"waiters"`
+	// Kind is "lock", "shared" or "semaphore", nil when not held.
+	Kind *string `json:"kind"`
+	// Count is how many hold the name.
+	Count int `json:"count"`
+	// Limit is a semaphore's limit, nil for the other kinds.
+	Limit *int `json:"limit"`
+	// Holders are the shared holders or a semaphore's (at most 100), nil
+	// for an exclusive lock and when not held.
+	Holders []holderStatus `json:"holders"`
+}
+
+// holderStatus is one of lockStatus.Holders.
+type holderStatus struct {
+	Metadata  string `json:"metadata"`
+	TTLMillis int64  `json:"ttl_ms"`
 }
 
 // statusError is status --json's output when Redis fails.
@@ -78,21 +105,23 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
-	flags.DurationVar(&timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
-	if err := flags.Parse(args); err != nil {
+	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
+	names, rest, _, err := parseArgs(flags, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, statusUsage+flagDefaults(flags))
 			return 0
 		}
 		return usageError(stderr, "status: %s", doubleDash(err))
 	}
-	if flags.NArg() != 1 {
-		return usageError(stderr, "status: want exactly one NAME (flags go before it), got %d arguments", flags.NArg())
+	// After "--", a NAME that starts with a dash.
+	if names = append(names, rest...); len(names) != 1 {
+		return usageError(stderr, "status: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {
 		return usageError(stderr, "status: --timeout %v must be positive", timeout)
 	}
-	name := flags.Arg(0)
+	name := names[0]
 	key, err := lockKey(conn.prefix, name)
 	if err != nil {
 		return usageError(stderr, "status: %v", err)
@@ -115,7 +144,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 			out, _ := json.Marshal(statusError{Name: name, Key: key, Error: msg})
 			fmt.Fprintf(stdout, "%s\n", out)
 		}
-		return exitUnavailable
+		return inspectFailure(err)
 	}
 	st := statusOf(info)
 	if asJSON {
@@ -133,15 +162,39 @@ func libraryCause(err error, op, name string) string {
 	return strings.TrimPrefix(line(err), fmt.Sprintf("redislock: %s %q: ", op, name))
 }
 
+// inspectFailure is the exit code of an Inspect or Break that failed:
+// exitNotALock when the name's keys hold something else, exitUnavailable
+// otherwise.
+func inspectFailure(err error) int {
+	if errors.Is(err, redislock.ErrNotALock) {
+		return exitNotALock
+	}
+	return exitUnavailable
+}
+
 // statusOf converts the library's Info.
 func statusOf(info redislock.Info) lockStatus {
-	st := lockStatus{Name: info.Name, Key: info.Key, Held: info.Held, Waiters: info.Waiters}
+	st := lockStatus{Name: info.Name, Key: info.Key, Held: info.Held, Waiters: info.Waiters, Count: info.Count}
 	if info.Held {
 		ttl := int64(-1)
 		if info.TTL >= 0 {
 			ttl = info.TTL.Milliseconds()
 		}
-		st.TTLMillis, st.Metadata = &ttl, &info.Metadata
+		kind := info.Kind
+		st.TTLMillis, st.Kind = &ttl, &kind
+		switch kind {
+		case "semaphore", "shared":
+			st.Holders = make([]holderStatus, len(info.Holders))
+			for i, h := range info.Holders {
+				st.Holders[i] = holderStatus{Metadata: h.Metadata, TTLMillis: h.TTL.Milliseconds()}
+			}
+			if kind == "semaphore" {
+				limit := info.Limit
+				st.Limit = &limit
+			}
+		default:
+			st.Metadata = &info.Metadata
+		}
 	}
 	if info.Fence != 0 {
 		st.Fence = &info.Fence
@@ -151,22 +204,62 @@ func statusOf(info redislock.Info) lockStatus {
 
 // text formats st as aligned "field: value" lines.
 func (st lockStatus) text() string {
-	held, ttl, holder, fence := "no", "-", "-", "none"
+	var b strings.Builder
+	field := func(name, format string, args ...any) {
+		fmt.Fprintf(&b, "%-10s"+format+"\n", append([]any{name + ":"}, args...)...)
+	}
+	field("name", "%s", st.Name)
+	field("key", "%s", st.Key)
+	held, ttl := "no", "-"
 	if st.Held {
 		held = "yes"
+		switch {
+		case *st.Kind == "shared":
+			held = "yes, shared by " + count(st.Count, "holder")
+		case *st.Kind == "semaphore" && st.Limit != nil && *st.Limit > 0:
+			held = fmt.Sprintf("yes, a semaphore: %d of %d slots", st.Count, *st.Limit)
+		case *st.Kind == "semaphore":
+			held = fmt.Sprintf("yes, a semaphore: %d slots held", st.Count)
+		}
 		if *st.TTLMillis < 0 {
 			ttl = "none (the key has no expiry)"
 		} else {
 			ttl = (time.Duration(*st.TTLMillis) * time.Millisecond).String()
 		}
-		holder = *st.Metadata
-		if holder == "" {
-			holder = "none (no metadata)"
-		}
 	}
+	field("held", "%s", held)
+	field("ttl", "%s", ttl)
+	switch {
+	case !st.Held:
+		field("holder", "-")
+	case st.Metadata != nil && *st.Metadata == "":
+		field("holder", "none (no metadata)")
+	case st.Metadata != nil:
+		field("holder", "%s", *st.Metadata)
+	}
+	for _, h := range st.Holders {
+		metadata := h.Metadata
+		if metadata == "" {
+			metadata = "no metadata"
+		}
+		field("holder", "%s (lease %v)", metadata, time.Duration(h.TTLMillis)*time.Millisecond)
+	}
+	if more := st.Count - len(st.Holders); st.Holders != nil && more > 0 {
+		field("holder", "... and %d more", more)
+	}
+	fence := "none"
 	if st.Fence != nil {
 		fence = strconv.FormatInt(*st.Fence, 10)
 	}
-	return fmt.Sprintf("name:     %s\nkey:      %s\nheld:     %s\nttl:      %s\nholder:   %s\nfence:    %s\nwaiters:  %d\n",
-		st.Name, st.Key, held, ttl, holder, fence, st.Waiters)
+	field("fence", "%s", fence)
+	field("waiters", "%d", st.Waiters)
+	return b.String()
+}
+
+// count writes n things, "1 holder" or "3 holders".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }

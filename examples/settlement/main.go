@@ -12,8 +12,9 @@
 // fence, if the day is not done and no newer fence is there), and its final
 // write needs the row to still carry its fence.
 //
-// By default it runs on an embedded in-memory Redis; -redis host:port uses a
-// real server. The database is a real SQLite file in a temporary directory,
+// By default it runs on an embedded in-memory Redis; -redis uses a real
+// server, given as redislock's CLI takes it (redis://host:port, rediss://
+// for TLS) or as host:port. The database is a real SQLite file in a temporary directory,
 // shared by the three processes.
 package main
 
@@ -56,7 +57,7 @@ const (
 // Environment of a pod process: the demo runs itself once per pod.
 const (
 	envPod   = "SETTLEMENT_POD"   // the pod's name; set only in pod processes
-	envRedis = "SETTLEMENT_REDIS" // host:port
+	envRedis = "SETTLEMENT_REDIS" // -redis: host:port or a redis:// URL
 	envDB    = "SETTLEMENT_DB"    // path of the SQLite file
 	envTTL   = "SETTLEMENT_TTL"
 	envDate  = "SETTLEMENT_DATE"
@@ -67,7 +68,7 @@ func main() {
 	if name := os.Getenv(envPod); name != "" {
 		os.Exit(podMain(name))
 	}
-	redisAddr := flag.String("redis", "", "`host:port` of a Redis server (default: an embedded in-memory Redis)")
+	redisAddr := flag.String("redis", "", "a Redis server: `redis://host:port` (rediss:// for TLS) or host:port (default: an embedded in-memory Redis)")
 	ttl := flag.Duration("ttl", 2*time.Second, "lock `TTL` (the watchdog extends every TTL/3)")
 	date := flag.String("date", time.Now().Format("2006-01-02"), "the settlement `date`")
 	flag.Parse()
@@ -148,7 +149,14 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 		redisAddr = mini.Addr()
 		tl.say("setup", "embedded Redis at %s (-redis host:port for a real one)", redisAddr)
 	} else {
-		tl.say("setup", "Redis at %s", redisAddr)
+		opts, err := redisOptions(redisAddr)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkRedis(opts); err != nil {
+			return nil, err
+		}
+		tl.say("setup", "Redis at %s", opts.Addr) // not the URL: it may hold a password
 	}
 
 	dir, err := os.MkdirTemp("", "settlement")

@@ -44,7 +44,12 @@ func podMain(name string) int {
 		return 1
 	}
 	defer db.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	opts, err := redisOptions(os.Getenv(envRedis)) // checked by the runner
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	locker := redislock.New(rdb, redislock.WithTTL(ttl), redislock.WithFencing(),
 		redislock.WithLogger(slog.New(logHandler{tl, name})))

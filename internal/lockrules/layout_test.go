@@ -2,7 +2,9 @@ package lockrules_test
 
 import (
 	"errors"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
 )
@@ -38,6 +40,34 @@ func TestSlotIsRedisClusterKeyslot(t *testing.T) {
 	for key, slot := range map[string]int{"foo": 12182, "bar": 5061, "123456789": 12739, "lock:{foo}": 12182, "lock:{foo}:fence": 12182} {
 		if got := lockrules.Slot(key); got != slot {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, slot)
+		}
+	}
+}
+
+func TestTTLOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want string
+	}{
+		{0, "is below the 10ms minimum"},
+		{-time.Second, "is below the 10ms minimum"},
+		{9 * time.Millisecond, "is below the 10ms minimum"},
+		{lockrules.MinTTL, ""},
+		{30 * time.Second, ""},
+		{lockrules.MaxTTL, ""},
+		{lockrules.MaxTTL + time.Nanosecond, "is above the 24h maximum"},
+		{math.MaxInt64, "is above the 24h maximum"},
+	} {
+		if got := lockrules.TTLOutOfRange(tc.ttl); got != tc.want {
+			t.Errorf("TTLOutOfRange(%v) = %q, want %q", tc.ttl, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{
+		24 * time.Hour: "24h", 90 * time.Minute: "1h30m", time.Minute: "1m", 90 * time.Second: "1m30s",
+		30 * time.Second: "30s", 10 * time.Millisecond: "10ms", 0: "0s", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := lockrules.Duration(d); got != want {
+			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
 	}
 }
