@@ -829,14 +829,8 @@ func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
 		// expires keys by (PX): a step of the server's clock moves a
 		// semaphore's leases exactly as it moves a lock's TTL. Shared
 		// holds keep their leases the same way (their set's scores).
-		if strings.Contains(code, "'TIME'") && filepath.Base(file) == "multi_acquire.lua" {
-			// Only to raise a fence counter below the clock to it, as
-			// acquire.lua does: a number handed out, never a lease.
-			require.Contains(t, code, "IF FENCE < MICROS THEN", "%s reads the clock for something other than fences", file)
-			continue
-		}
 		if strings.Contains(code, "'TIME'") {
-			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua",
+			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua", "handover.lua", "multi_acquire.lua",
 				"semaphore_acquire.lua", "semaphore_extend.lua", "semaphore_release.lua", "semaphore_pttl.lua",
 				"shared_acquire.lua", "shared_extend.lua", "shared_release.lua", "shared_pttl.lua"}, filepath.Base(file), "%s reads the server's clock", file)
 			require.True(t, strings.Contains(code, "'ZADD'") || strings.Contains(code, "'ZSCORE'") || strings.Contains(code, "'ZCOUNT'"),

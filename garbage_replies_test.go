@@ -63,12 +63,16 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 	for name := range f.replies {
 		src, err := os.ReadFile("lua/" + name + ".lua")
 		require.NoError(t, err)
-		if name == "inspect" || name == "break" {
-			// These two start with the function of state.lua (scripts.go).
-			state, err := os.ReadFile("lua/state.lua")
+		// Some start with the functions of state.lua and handover.lua,
+		// in this order (scripts.go).
+		preludes := map[string][]string{"inspect": {"state"}, "break": {"state", "handover"}, "release": {"handover"}}
+		var full []byte
+		for _, prelude := range preludes[name] {
+			code, err := os.ReadFile("lua/" + prelude + ".lua")
 			require.NoError(t, err)
-			src = append(state, src...)
+			full = append(full, code...)
 		}
+		src = append(full, src...)
 		sum := sha1.Sum(src)
 		f.scripts[hex.EncodeToString(sum[:])] = name
 		f.scripts[string(src)] = name

@@ -48,12 +48,11 @@ const MaxMultiNames = 1000
 //
 // Waiting follows the retry strategy as Acquire does (default: no wait),
 // bounded by ctx (and MaxWaitWithoutDeadline when ctx has no deadline),
-// with one difference: a multi waiter does not queue on the server. It
-// listens to the release announcements of the name that kept it out, and
-// tries again when one is heard, when the holder's lease of that name
-// would end, or when its backoff ends, whichever comes first. (The release
-// of a lock from Acquire announces itself only when someone queues for
-// it, so a multi waiter that waits for one may find out at its backoff.)
+// with one difference: a multi waiter is never handed a name. It watches
+// the name that kept it out (a watcher in that name's queue, which makes
+// its release announce itself), and tries again when the release is
+// heard, when the holder's lease of that name would end, or when its
+// backoff ends, whichever comes first.
 //
 // Errors: as Acquire's, the name in ErrNotAcquired being the name found
 // held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more
@@ -114,6 +113,9 @@ type multiRef struct {
 	names     []string // by hash slot (on a cluster), then name
 	keys      []string // the names' lock keys, in that order
 	fenceKeys []string // their fence counters; nil without fencing
+	// queues: their queues, then the queues' expiries, where a waiting
+	// caller's watcher goes (see lua/multi_acquire.lua)
+	queues []string
 	groups    []multiGroup
 	index     map[string]int // name -> its place in names
 	fences    []int64        // by names' order, once acquired
@@ -162,11 +164,13 @@ func newMultiRef(s singleStore, prefix string, fencing bool, names []string) (*m
 	})
 	m := &multiRef{first: names[0], index: index}
 	m.names, m.keys = make([]string, len(entries)), make([]string, len(entries))
+	m.queues = make([]string, 2*len(entries))
 	if fencing {
 		m.fenceKeys = make([]string, len(entries))
 	}
 	for i, e := range entries {
 		m.names[i], m.keys[i] = e.name, e.key
+		m.queues[i], m.queues[len(entries)+i] = lockrules.Queue(e.key), lockrules.Expiry(e.key)
 		if fencing {
 			m.fenceKeys[i] = lockrules.Fence(e.key)
 		}
@@ -362,6 +366,9 @@ type multiAcquisition struct {
 	m       *multiRef
 	blocker string // the name found held by the last attempt
 	fences  []int64
+	// watcher is the caller's entry in the queue of the name that keeps
+	// it out, while it waits (see lua/multi_acquire.lua).
+	watcher string
 }
 
 func (a *multiAcquisition) init(m *multiRef) {
@@ -373,6 +380,9 @@ func (a *multiAcquisition) init(m *multiRef) {
 	a.fences = make([]int64, len(m.names))
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
+	if a.waits {
+		a.watcher = "~" + rand.Text()
+	}
 	a.capWait(false)
 }
 
@@ -387,16 +397,24 @@ func (a *multiAcquisition) attempt() (bool, error) {
 	ref := &a.l.ref
 	ref.token = valueOf(rand.Text(), a.o.metadata)
 	store := a.c.store.(singleStore)
-	fenced := "0"
+	fenced, wait := "0", any("0")
 	if a.o.fencing {
 		fenced = "1"
 	}
+	if a.waits {
+		wait = queueHoldArg
+	}
+	n := len(a.m.keys)
 	for gi, g := range a.m.groups {
 		keys := a.m.keys[g.from:g.to]
 		if a.o.fencing {
 			keys = append(slices.Clip(keys), a.m.fenceKeys[g.from:g.to]...)
 		}
-		cmd, ackErr := runScript(a.ctx, store.rdb, a.o, multiAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), fenced)
+		if a.waits {
+			keys = append(slices.Clip(keys), a.m.queues[g.from:g.to]...)
+			keys = append(keys, a.m.queues[n+g.from:n+g.to]...)
+		}
+		cmd, ackErr := runScript(a.ctx, store.rdb, a.o, multiAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), fenced, wait, a.watcher)
 		took, heldAt, holder, err := parseMultiAcquire(cmd, a.fences[g.from:g.to], a.o.fencing)
 		if err == nil && took && ackErr != nil {
 			err = ackErr // not safe to hold: a failover could lose it
@@ -479,8 +497,9 @@ func (a *multiAcquisition) succeed() (*Lock, error) {
 	return a.roomCall.succeed()
 }
 
-// nextWake: a multi waiter has no place in a queue to refresh.
-func (a *multiAcquisition) nextWake() time.Time { return a.wakeTime(false) }
+// nextWake: a multi waiter keeps its watcher by coming back, as a queued
+// waiter keeps its place.
+func (a *multiAcquisition) nextWake() time.Time { return a.wakeTime(a.waits) }
 
 func (a *multiAcquisition) run() (*Lock, error) { return a.runIn(a) }
 

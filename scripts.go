@@ -16,7 +16,12 @@ var (
 	//go:embed lua/extend.lua
 	extendSource string
 	//go:embed lua/release.lua
-	releaseSource string
+	releaseBody string
+	// handover.lua is a function that release.lua, shared_release.lua
+	// and break.lua start with.
+	//go:embed lua/handover.lua
+	handoverSource string
+	releaseSource  = handoverSource + releaseBody
 	//go:embed lua/pttl.lua
 	pttlSource string
 	// state.lua is a function that inspect.lua and break.lua start with.
@@ -32,7 +37,7 @@ var (
 	releaseScript = redis.NewScript(releaseSource)
 	pttlScript    = redis.NewScript(pttlSource)
 	inspectScript = redis.NewScript(stateSource + inspectSource)
-	breakScript   = redis.NewScript(stateSource + breakSource)
+	breakScript   = redis.NewScript(stateSource + handoverSource + breakSource)
 
 	// The semaphore's own scripts (see semaphore.go): the exclusive
 	// lock's scripts do no work for semaphores.
@@ -80,7 +85,8 @@ var (
 	//go:embed lua/shared_extend.lua
 	sharedExtendSource string
 	//go:embed lua/shared_release.lua
-	sharedReleaseSource string
+	sharedReleaseBody   string
+	sharedReleaseSource = handoverSource + sharedReleaseBody
 	//go:embed lua/shared_pttl.lua
 	sharedPTTLSource string
 

@@ -215,3 +215,50 @@ func TestCloseKeepsToItsDeadlineOnAStalledNetwork(t *testing.T) {
 		require.NoError(t, blocker.Release(ctx))
 	})
 }
+
+// Every kind of waiter is woken by the release that lets it in, whatever
+// kind the holder is, not at its backoff: a waiter whose backoff is longer
+// than its ctx gets the lock only if the release wakes it. (A multi waiter
+// behind a plain lock or shared holders found out at its backoff: their
+// release announced itself only when someone queued.)
+func TestEveryWaiterIsWokenByTheReleaseThatLetsItIn(t *testing.T) {
+	t.Parallel()
+	multiHolder := familyKind{"multi", func(ctx context.Context, c *redislock.Client, name string, opts ...redislock.Option) (*redislock.Lock, error) {
+		return c.AcquireMulti(ctx, []string{name, name + "-held"}, opts...)
+	}}
+	cases := []struct{ holder, waiter familyKind }{
+		{exclusiveKind, exclusiveKind}, {exclusiveKind, sharedKind}, {exclusiveKind, multiKind},
+		{sharedKind, exclusiveKind}, {sharedKind, multiKind},
+		{multiHolder, exclusiveKind}, {multiHolder, sharedKind}, {multiHolder, multiKind},
+		{semaphoreKind, semaphoreKind},
+	}
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		for _, tc := range cases {
+			t.Run(tc.holder.name+" holder, "+tc.waiter.name+" waiter", func(t *testing.T) {
+				ctx := context.Background()
+				name := "woken-" + strings.ReplaceAll(tc.holder.name+"-"+tc.waiter.name, " ", "-")
+				holder, err := tc.holder.acquire(ctx, redislock.New(b.rdb, quiet), name)
+				require.NoError(t, err)
+				got := make(chan error, 1)
+				go func() {
+					wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					l, err := tc.waiter.acquire(wctx, redislock.New(b.rdb, quiet), name,
+						redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
+					if err == nil {
+						err = l.Release(ctx)
+					}
+					got <- err
+				}()
+				// The waiter queued, or listens to the name's releases: it
+				// is waiting.
+				channel := "lock:{" + name + "}:released"
+				eventually(t, 5*time.Second, func() bool {
+					return b.rdb.ZCard(ctx, "lock:{"+name+"}:q").Val() > 0 || b.rdb.PubSubNumSub(ctx, channel).Val()[channel] > 0
+				}, "the waiter never waited")
+				require.NoError(t, holder.Release(ctx))
+				require.NoError(t, <-got, "woken by the release, within its ctx")
+			})
+		}
+	})
+}

@@ -194,11 +194,16 @@ func openRueidisCycle(addr string) (func(context.Context, string) error, func() 
 // beside raw and ours, it splits our overhead into what our scripts cost
 // the server and what our Go code costs the client.
 func openOurCommandsCycle(addr string) (func(context.Context, string) error, func() error, error) {
+	// The library sends release.lua after the function of handover.lua.
+	prelude, err := os.ReadFile("../lua/handover.lua")
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading our release script: %w", err)
+	}
 	src, err := os.ReadFile("../lua/release.lua")
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading our release script: %w", err)
 	}
-	release := redis.NewScript(string(src))
+	release := redis.NewScript(string(prelude) + string(src))
 	rdb := newGoRedis(addr, nil)
 	if err := release.Load(context.Background(), rdb).Err(); err != nil {
 		rdb.Close()

@@ -1,28 +1,40 @@
 -- multi_acquire: take every lock key given, or none, with a fencing token
 -- for each. AcquireMulti runs it once on one server, or once per hash slot
--- on a cluster (see multi.go). It neither reads nor joins the waiters'
--- queues of acquire.lua: a multi lock does not queue.
+-- on a cluster (see multi.go). A waiting caller kept out by a key watches
+-- it: it puts a watcher ('~' and its id) in that key's queue, so that the
+-- key's release is announced (see handover.lua); it is never handed a key.
 -- KEYS[1..n]     the lock keys (in one hash slot on a cluster)
--- KEYS[n+1..2n]  with ARGV[3] = '1': their fence counters, in the same order
+-- then, with ARGV[3] = '1': their fence counters, in the same order
+-- then, with ARGV[4] > 0: their queues, and the queues' expiries
 -- ARGV[1]  the caller's token (what each key holds: the token, then any
 --          metadata, as for acquire.lua)
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3]  '1': take a fence per key (as acquire.lua: the counter's next
 --          value, raised to the server's TIME in microseconds); '0': none
+-- ARGV[4]  the caller waits: keep its watcher for this many ms; '0': no
+--          watcher, and no queue keys
+-- ARGV[5]  with ARGV[4] > 0: the watcher, '~' and the caller's id
 -- Returns  {1, f1, ..., fn}  acquired; fi is KEYS[i]'s fence (0 without
 --                            ARGV[3] = '1'). A key that already holds
 --                            ARGV[1] (a retried command whose first reply
 --                            was lost) counts as free.
 --          {0, i, pttl}      KEYS[i] is held by someone else, for pttl ms
---                            more (-1: no expiry); nothing was set
+--                            more (-1: no expiry); nothing was set but
+--                            the watcher
 --          an error          WRONGTYPE when a key holds a non-string value,
 --                            or a counter's error; nothing is left set
 local token, ttl = ARGV[1], ARGV[2]
 local fenced = ARGV[3] == '1'
-local n = #KEYS
+local wait = tonumber(ARGV[4])
+local parts = 1
 if fenced then
-  n = n / 2
+  parts = parts + 1
 end
+if wait > 0 then
+  parts = parts + 2
+end
+local n = #KEYS / parts
+local queues = n * (parts - 2)
 -- Look at every key before setting any: all or none.
 for i = 1, n do
   local value = redis.pcall('GET', KEYS[i])
@@ -33,11 +45,27 @@ for i = 1, n do
     return value
   end
   if value and value ~= token then
+    if wait > 0 then
+      -- pcall: a user not allowed to queue still takes locks, and
+      -- polls instead.
+      local clock = redis.call('TIME')
+      local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+      local queue, expiries = KEYS[queues + i], KEYS[queues + n + i]
+      redis.pcall('ZADD', queue, 'NX', now, ARGV[5])
+      redis.pcall('ZADD', expiries, now + wait, ARGV[5])
+      redis.pcall('PEXPIRE', queue, wait)
+      redis.pcall('PEXPIRE', expiries, wait)
+    end
     return {0, i, redis.call('PTTL', KEYS[i])}
   end
 end
 for i = 1, n do
   redis.call('SET', KEYS[i], token, 'PX', ttl)
+  if wait > 0 then
+    -- Not watching any more (its watcher may be on any of them).
+    redis.pcall('ZREM', KEYS[queues + i], ARGV[5])
+    redis.pcall('ZREM', KEYS[queues + n + i], ARGV[5])
+  end
 end
 local reply = {1}
 if not fenced then

@@ -1,7 +1,8 @@
 -- release: if the lock key holds our token, hand the lock to the first
 -- waiter in the lock's queue whose place has not lapsed, or else delete it;
--- and announce either to the waiters. A waiter giving up runs this script
--- too (ARGV[4]): it leaves the queue, and passes on a lock handed to it.
+-- and announce either to the waiters (handOver, see handover.lua, which
+-- comes first). A waiter giving up runs this script too (ARGV[4]): it
+-- leaves the queue, and passes on a lock handed to it.
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
 -- KEYS[3]  with KEYS[2]: the queue's expiries
@@ -19,8 +20,10 @@
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
 --          in the queue is removed first
 -- Announces '1'        released: anyone may take it; not announced when
---                      the queue is empty (a waiter keeps its place for as
---                      long as it listens, so nobody is left to tell)
+--                      the queue is empty (a waiter, and a multi waiter's
+--                      watcher, keeps its place for as long as it
+--                      listens, so nobody is left to tell); also when the
+--                      queue cannot be read
 --           'g:' .. t .. '/' .. ARGV[3]
 --                      handed to the waiter whose token's SHA1 starts
 --                      with the 16 hex digits t (the token itself is
@@ -58,39 +61,12 @@ if type(head) == 'table' and not head.err and not head[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
-local channel = KEYS[1] .. ':released'
--- A hand-over is announced on the channel of the waiter's Client only:
--- channel .. ':' .. its tag, the token's part before a '.' (a token of a
--- Client without a tag goes on the shared channel).
-local function handover(channel, waiter)
-  local tag = string.match(waiter, '^([A-Z2-7]+)%.')
-  if tag then
-    return channel .. ':' .. tag
-  end
-  return channel
-end
 if type(head) == 'table' and head[1] then
-  local now = redis.call('TIME')
-  now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  while head[1] do
-    local waiter = head[1]
-    redis.call('ZREM', KEYS[2], waiter)
-    local lapses = tonumber(redis.pcall('ZSCORE', KEYS[3], waiter))
-    redis.pcall('ZREM', KEYS[3], waiter)
-    if lapses and lapses > now then
-      redis.call('SET', KEYS[1], waiter, 'PX', ARGV[3])
-      if ARGV[2] ~= '' then
-        redis.pcall(ARGV[2], handover(channel, waiter), 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. ARGV[3])
-      end
-      return 1
-    end
-    head = redis.call('ZRANGE', KEYS[2], 0, 0)
-  end
+  handOver(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  return 1
 end
 redis.call('DEL', KEYS[1])
 if ARGV[2] ~= '' then
-  -- pcall: a user not allowed to publish still releases; waiters then
-  -- fall back to their backoff.
-  redis.pcall(ARGV[2], channel, '1')
+  redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
 end
 return 1

@@ -58,6 +58,11 @@ end
 local function shared(waiter)
   return string.match(waiter, '^[A-Z2-7]*%.?s') ~= nil
 end
+-- A multi waiter's watcher ('~', see handover.lua) is no waiter: it waits
+-- for nobody's turn.
+local function exclusive(waiter)
+  return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
+end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -79,7 +84,7 @@ if not ours and (not value or marked) then
     local ahead = rank and rank - 1 or -1
     if ahead >= 0 or not rank then
       for _, waiter in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead)) do
-        if not shared(waiter) then
+        if exclusive(waiter) then
           ours = false
           break
         end
@@ -125,13 +130,18 @@ if ours then
   local admitted = {}
   if waiting > 0 then
     local claim = tonumber(ARGV[6])
+    local skipped = 0
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)
-    while head[1] and shared(head[1]) do
-      redis.call('ZREM', KEYS[3], head[1])
-      redis.call('ZREM', KEYS[4], head[1])
-      redis.call('ZADD', KEYS[2], now + claim, head[1])
-      admitted[#admitted + 1] = head[1]
-      head = redis.call('ZRANGE', KEYS[3], 0, 0)
+    while head[1] and not exclusive(head[1]) do
+      if shared(head[1]) then
+        redis.call('ZREM', KEYS[3], head[1])
+        redis.call('ZREM', KEYS[4], head[1])
+        redis.call('ZADD', KEYS[2], now + claim, head[1])
+        admitted[#admitted + 1] = head[1]
+      else
+        skipped = skipped + 1 -- a watcher
+      end
+      head = redis.call('ZRANGE', KEYS[3], skipped, skipped)
     end
   end
   redis.call('ZADD', KEYS[2], now + ttl, token)

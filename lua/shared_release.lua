@@ -1,6 +1,7 @@
 -- shared_release: give back our shared hold (see shared_acquire.lua); the
 -- last shared holder to leave frees the lock key, handing it to the first
--- waiter in the queue whose place has not lapsed, as release.lua does. A
+-- waiter in the queue whose place has not lapsed, as release.lua does
+-- (handOver, see handover.lua, which comes first). A
 -- shared waiter giving up runs this script too (ARGV[3]): it leaves the
 -- queue, and passes on a lock handed to it or a share it was let in to.
 -- KEYS[1]  the lock key
@@ -67,34 +68,5 @@ end
 -- The last shared holder left (or the key was handed to us as we gave
 -- up): as release.lua, the lock goes to the first live waiter.
 redis.call('DEL', KEYS[4])
-local channel = KEYS[1] .. ':released'
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)
-local queued = head[1] ~= nil
-if queued then
-  local clock = redis.call('TIME')
-  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  while head[1] do
-    local waiter = head[1]
-    redis.call('ZREM', KEYS[2], waiter)
-    local lapses = tonumber(redis.call('ZSCORE', KEYS[3], waiter))
-    redis.call('ZREM', KEYS[3], waiter)
-    if lapses and lapses > now then
-      redis.call('SET', KEYS[1], waiter, 'PX', claim)
-      if publish ~= '' then
-        local tag = string.match(waiter, '^([A-Z2-7]+)%.')
-        local to = channel
-        if tag then
-          to = channel .. ':' .. tag
-        end
-        redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16) .. '/' .. claim)
-      end
-      return reply
-    end
-    head = redis.call('ZRANGE', KEYS[2], 0, 0)
-  end
-end
-redis.call('DEL', KEYS[1])
-if queued and publish ~= '' then
-  redis.pcall(publish, channel, '1')
-end
+handOver(KEYS[1], KEYS[2], KEYS[3], publish, claim)
 return reply

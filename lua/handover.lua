@@ -1,0 +1,55 @@
+-- handover: how a lock that is let go passes on, written once for
+-- release.lua, shared_release.lua and break.lua, which start with it (see
+-- scripts.go). Not a script of its own.
+-- The lock's queue (see acquire.lua) holds waiters' tokens, and watchers:
+-- '~' then an id, the multi waiters this lock keeps out (see
+-- multi_acquire.lua), which are never handed the lock but hear it freed.
+-- handOver(key, queue, expiries, publish, lease): hands key to the first
+-- waiter whose place has not lapsed (SET key waiter PX lease), dropping
+-- lapsed places on the way, and announces it on the channel of the
+-- waiter's Client only: key .. ':released:' .. its tag (the token's part
+-- before a '.'; a token without a tag: key .. ':released'), as
+-- 'g:' .. the first 16 hex digits of the token's SHA1 (the token is a
+-- secret) .. '/' .. lease, the ms the lock is held for the waiter, which
+-- takes it or claims it (see acquire.lua). When no waiter is left it
+-- deletes key and, if the queue held anyone (a watcher too), announces '1'
+-- on key .. ':released'. publish is PUBLISH, SPUBLISH (a cluster) or ''
+-- for no announcement; announcing runs under pcall, so a user not allowed
+-- to publish still lets go (waiters then come back at their refresh).
+-- Returns true when the lock was handed to a waiter.
+local function handOver(key, queue, expiries, publish, lease)
+  local channel = key .. ':released'
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local skipped, anyone = 0, false
+  local member = redis.call('ZRANGE', queue, 0, 0)[1]
+  while member do
+    anyone = true
+    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
+    local live = lapses and lapses > now
+    if live and string.sub(member, 1, 1) == '~' then
+      skipped = skipped + 1
+    else
+      redis.call('ZREM', queue, member)
+      redis.pcall('ZREM', expiries, member)
+      if live then
+        redis.call('SET', key, member, 'PX', lease)
+        if publish ~= '' then
+          local tag = string.match(member, '^([A-Z2-7]+)%.')
+          local to = channel
+          if tag then
+            to = channel .. ':' .. tag
+          end
+          redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
+        end
+        return true
+      end
+    end
+    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+  end
+  redis.call('DEL', key)
+  if anyone and publish ~= '' then
+    redis.pcall(publish, channel, '1')
+  end
+  return false
+end
