@@ -116,9 +116,9 @@ type multiRef struct {
 	// queues: their queues, then the queues' expiries, where a waiting
 	// caller's watcher goes (see lua/multi_acquire.lua)
 	queues []string
-	groups    []multiGroup
-	index     map[string]int // name -> its place in names
-	fences    []int64        // by names' order, once acquired
+	groups []multiGroup
+	index  map[string]int // name -> its place in names
+	fences []int64        // by names' order, once acquired
 	// lost is 1 + the place of the last name a script found gone or
 	// someone else's, 0 if none: the name a loss reports.
 	lost atomic.Int64
