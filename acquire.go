@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,23 +51,14 @@ import (
 // On success the caller must call Lock.Release; with the watchdog on
 // (the default) the lock is otherwise extended until the process exits.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if len(opts) > 0 {
-		var perCall options
-		applyOptions(&perCall, opts)
-		if perCall.failOpen {
-			return nil, invalidf("WithFailOpen applies to RunWithLock only: Acquire cannot hand out a lock it does not hold")
-		}
-	}
-	o, err := c.resolve(opts)
+	o, err := c.callOptions(exclusiveLock, opts)
 	if err != nil {
 		return nil, err
 	}
 	return c.acquire(ctx, name, o)
 }
 
+// acquire is Acquire with its options resolved (RunWithLock's way in).
 func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, error) {
 	names, keyLen, err := c.begin(ctx, "acquire", o.prefix, name)
 	if err != nil {
@@ -74,23 +66,22 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	}
 	defer c.calls.exit()
 	c.checkServer(ctx, o)
-	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, what: "acquire", start: time.Now()}}
-	a.init(names, keyLen)
+	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: exclusiveLock, start: time.Now()}}
+	a.init(names, keyLen, nil)
 	defer a.close()
 	return a.run()
 }
 
-// call is what every acquire call (Acquire, and the roomCall kinds:
-// AcquireSemaphore, AcquireShared, AcquireMulti) keeps alike, from the
-// first attempt to the verdict, and the steps they take alike.
+// call is what an acquire call keeps from its first attempt to its
+// verdict, whatever its kind.
 type call struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
 	parent context.Context // the caller's: the lock's context gets its values
 	o      *options
 	name   string
-	what   string // "acquire", "acquire semaphore"..., for errors
-	l      *Lock  // built up front: its commands are prepared once for every attempt
+	kind   lockKind
+	l      *Lock // built up front: its commands are prepared once for every attempt
 	start  time.Time
 
 	waits      bool // the strategy allows at least one wait
@@ -104,21 +95,31 @@ type call struct {
 	cancelCap  context.CancelFunc
 }
 
-// acquisition is one Acquire call, from its first attempt to its verdict.
+// acquisition is one acquire call of any kind, from its first attempt to
+// its verdict: the one acquisition loop.
 type acquisition struct {
 	call
-	queued bool // waits in the server's queue, under one token for all attempts
-	// room: this Client's waiters for the lock, whose turn we hold;
-	// keepRoom: handed to the lock, which passes the turn on when its
-	// hold ends; early: the first attempt, made for us by the releaser
-	// that handed us the turn.
+	// queued: waits in the server's queue, under one token for all
+	// attempts (every kind but multi, on a store that queues); a multi
+	// waiter watches the name that keeps it out instead (see
+	// lua/multi_acquire.lua).
+	queued bool
+	// room: this Client's waiters for the key we wait on, whose turn we
+	// hold; keepRoom: handed to the lock, which passes the turn on when
+	// its hold ends (see lockKind.keepsTurn); early: the first attempt,
+	// made for us by the releaser that handed us the turn.
 	room     *waitRoom
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
+	// seat is where a hand-over to us finds us (queued only); woken is
+	// the room's plain announcements, taken before each attempt.
+	seat  *seat
+	woken <-chan struct{}
 
-	held    bool  // an attempt found the lock held by someone else
-	refusal error // a store's explanation of the last refusal
+	held    bool   // an attempt found the lock held by someone else
+	refusal error  // a store's explanation of the last refusal
+	blocker string // a multi lock's name that kept the last attempt out
 
 	// ticket: what a release announces when it hands the lock to us
 	// (queued only); firstSent: when our first attempt was sent, before
@@ -148,6 +149,50 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names st
 	return names, keyLen, nil
 }
 
+// init builds the Lock (layout adds what its kind needs beyond a key) and
+// decides how to wait.
+func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
+	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
+	r := &a.l.ref
+	r.kind = a.kind
+	r.init(names, keyLen, a.o)
+	if layout != nil {
+		layout(a.o, r)
+	}
+	r.commands(a.o, a.c.publish)
+	a.patience.strategy = a.o.retry
+	a.waits = a.patience.mayWait()
+	// A waiter on a single deployment queues on the server, under one
+	// token for all its attempts: a release hands the lock to the first
+	// waiter in line, which takes it (see handedOver) or claims it with
+	// its next attempt (see lua/handover.lua), and the other waiters are
+	// not woken. Elsewhere each attempt has a token of its own: a late
+	// answer to an earlier attempt (a quorum node that missed its
+	// timeout) then cannot be mistaken for this one, nor its clean-up
+	// delete this one's key. A multi waiter has a token per attempt too,
+	// and one watcher for all (see lua/multi_acquire.lua).
+	waitsOnServer := a.waits && a.c.store.queues()
+	a.queued = waitsOnServer && a.kind != multiLock
+	r.waiting = waitsOnServer
+	switch {
+	case a.kind == sharedHold:
+		// One token for every attempt: it is our place in the queue, and
+		// the value a release hands the lock to us with; its 's' tells
+		// the scripts a shared waiter.
+		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
+	case a.queued:
+		// 26 base32 characters, 130 bits from crypto/rand, after the
+		// Client's tag (see waiterToken).
+		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
+	case waitsOnServer:
+		r.multi.watcher = "~" + rand.Text()
+	}
+	if a.queued {
+		a.ticket = handoffTicket(r.token)
+	}
+	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
+}
+
 // capWait bounds the waiting of a ctx without deadline by
 // MaxWaitWithoutDeadline, unless the call does not wait or is a campaign.
 func (a *call) capWait(campaign bool) {
@@ -156,34 +201,9 @@ func (a *call) capWait(campaign bool) {
 	}
 }
 
-// init builds the Lock and decides how to wait.
-func (a *acquisition) init(names string, keyLen int) {
-	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
-	a.l.ref.init(names, keyLen, a.o, a.c.publish)
-	a.patience.strategy = a.o.retry
-	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server, under one
-	// token for all its attempts: a release hands the lock to the first
-	// waiter in line, which takes it (see handedOver) or claims it with
-	// its next attempt (see lua/release.lua), and the other waiters are
-	// not woken. Elsewhere
-	// each attempt has a token of its own: a late answer to an earlier
-	// attempt (a quorum node that missed its timeout) then cannot be
-	// mistaken for this one, nor its clean-up delete this one's key.
-	a.queued = a.waits && a.c.store.queues()
-	a.l.ref.waiting = a.queued
-	if a.queued {
-		// 26 base32 characters, 130 bits from crypto/rand, after the
-		// Client's tag (see waiterToken).
-		a.l.ref.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
-		a.ticket = handoffTicket(a.l.ref.token)
-	}
-	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
-}
-
 func (a *acquisition) run() (*Lock, error) {
-	if a.waits {
-		if err := a.enterRoom(); err != nil {
+	if a.waits && a.kind != multiLock {
+		if err := a.enterRoom(a.l.ref.key); err != nil {
 			return a.fail(err)
 		}
 	}
@@ -197,6 +217,11 @@ func (a *acquisition) run() (*Lock, error) {
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
+		if a.kind == multiLock {
+			if err := a.watch(); err != nil {
+				return a.fail(err)
+			}
+		}
 		if err := a.sleep(); err != nil {
 			return a.fail(err)
 		}
@@ -208,18 +233,35 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
-// enterRoom takes the turn among this Client's waiters for the lock,
-// waiting in line (within ctx and the strategy) behind the others. A
-// releaser of this Client that hands us the turn may send our first
-// attempt in the same round trip as its release (see Lock.sendRelease):
-// not with WithReplicaAck, whose WAIT must follow the attempt.
-func (a *acquisition) enterRoom() error {
+// watch moves a multi waiter to the room of the name that kept it out,
+// where it waits for that name's release.
+func (a *acquisition) watch() error {
+	m := a.l.ref.multi
+	key := m.keys[m.index[a.blocker]]
+	if a.room != nil && a.room.key == key {
+		return nil
+	}
+	if a.room != nil {
+		a.c.rooms().leave(a.room, true)
+		a.room, a.listened = nil, false
+	}
+	return a.enterRoom(key)
+}
+
+// enterRoom takes the turn among this Client's waiters for key, waiting
+// in line (within ctx and the strategy) behind the others. A releaser of
+// this Client that hands us the turn may send our first attempt in the
+// same round trip as its release (see Lock.sendRelease): not with
+// WithReplicaAck, whose WAIT must follow the attempt, nor for a multi
+// lock.
+func (a *acquisition) enterRoom(key string) error {
 	var earlyRef *lockRef
 	if a.queued && a.o.replicas == 0 {
 		earlyRef = &a.l.ref
 	}
 	var err error
-	a.room, a.early, err = a.c.rooms().enter(a.ctx, a.l.ref.key, earlyRef, &a.patience, a.c.closing)
+	turn := a.kind == exclusiveLock || a.kind == multiLock
+	a.room, a.early, err = a.c.rooms().enter(a.ctx, key, turn, earlyRef, &a.patience, a.c.closing)
 	if err != nil {
 		if a.early != nil {
 			// The turn came as we gave up, with an attempt made for
@@ -234,20 +276,20 @@ func (a *acquisition) enterRoom() error {
 		}
 		// Behind another caller of this Client: the lock counts as seen
 		// held when that caller saw it held or holds it.
-		a.held = a.room != nil && a.room.seenHeld.Load() || errors.Is(err, errSeenHeld)
+		a.held = a.held || a.room != nil && a.room.seenHeld.Load() || errors.Is(err, errSeenHeld)
 		if errors.Is(err, errPatience) {
 			a.held = true
 			return a.heldError()
 		}
 		return a.stopped(err)
 	}
-	if a.queued && a.early == nil {
-		// Announcements of a hand-over to us wake the room from now on,
-		// before our first attempt can queue us. (A releaser that made
-		// our first attempt set it before sending.)
-		a.room.expect(a.ticket)
+	if a.queued {
+		// Announcements of a hand-over to us wake us from now on, before
+		// our first attempt can queue us. (A releaser that made our first
+		// attempt seated us before sending.)
+		a.seat = a.room.expect(a.ticket)
 	}
-	a.held = a.room.seenHeld.Load() // the caller ahead of us saw it held
+	a.held = a.held || a.room.seenHeld.Load() // the caller ahead of us saw it held
 	// A room that kept its subscription from earlier waiters already
 	// hears every release: no need to try again once subscribed.
 	a.listened = a.c.rooms().hearing(a.room)
@@ -261,8 +303,12 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		return false, a.stopped(err) // no attempt that could only fail
 	}
 	a.attempts++
-	if !a.queued {
-		a.l.ref.token = valueOf(rand.Text(), a.o.metadata)
+	r := &a.l.ref
+	if a.room != nil {
+		a.woken = a.room.wakeup() // an announcement after the attempt wakes us
+	}
+	if !a.queued && a.kind != sharedHold {
+		r.token = valueOf(rand.Text(), a.o.metadata)
 	}
 	var holderTTL time.Duration
 	if early := a.early; early != nil && early.reply.Err() == nil {
@@ -276,18 +322,9 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		if a.attempts > 1 || a.room != nil {
 			a.sent = time.Now()
 		}
-		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, &a.l.ref)
+		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, r)
 	}
-	if a.attempts == 1 {
-		a.firstSent = a.sent
-		if a.early != nil {
-			// An attempt sent for us with a release whose reply was lost
-			// may still have run and queued us: a hand-over to us can
-			// come after it, before our own. Our first attempt is that one.
-			a.firstSent = a.early.sent
-		}
-	}
-	a.early = nil
+	a.noteFirst()
 	// A store may explain a refusal (a quorum's counts): that is still
 	// "held by someone else", and the explanation goes with the error.
 	a.refusal = nil
@@ -306,8 +343,24 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		return true, nil
 	}
 	a.held, a.inQueue = true, a.queued
+	if r.multi != nil {
+		a.blocker = r.multi.names[r.multi.blocker]
+	}
 	a.heldFor(holderTTL)
 	return false, nil
+}
+
+// noteFirst dates our first attempt: an attempt sent for us with a release
+// whose reply was lost may still have run and queued us, so a hand-over to
+// us can come after it, before our own: our first attempt is that one.
+func (a *acquisition) noteFirst() {
+	if a.attempts == 1 {
+		a.firstSent = a.sent
+		if a.early != nil {
+			a.firstSent = a.early.sent
+		}
+	}
+	a.early = nil
 }
 
 // handedOver tells whether a release handed us the lock and announced the
@@ -317,16 +370,18 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 // after our first attempt was sent (that attempt, or a later one, gave us
 // our place in the queue), so on the server's clock the lease lasts at
 // least until firstSent+lease, however late the announcement arrived.
-// Not with a fence (the claim takes it), WithReplicaAck (the claim's WAIT
-// makes the hold durable first) or without the watchdog (the lock holds
-// its TTL from the start), nor when less than half the lease is left by
-// that reckoning: then the next attempt claims it, as any attempt would.
+// Only for an exclusive lock (a shared or semaphore waiter's claim makes
+// its hold a share or a slot), and not with a fence (the claim takes it),
+// WithReplicaAck (the claim's WAIT makes the hold durable first) or
+// without the watchdog (the lock holds its TTL from the start), nor when
+// less than half the lease is left by that reckoning: then the next
+// attempt claims it, as any attempt would.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false
 	}
 	lease, ok := a.room.takeHandover(a.ticket)
-	if !ok || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
+	if !ok || a.kind != exclusiveLock || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
 		return 0, false
 	}
 	lease = min(lease, a.o.ttl)
@@ -344,8 +399,9 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 // An attempt that never left this Client (its ctx ended while it was
 // queued behind other callers' commands, see batcher) has nothing to give
 // back: only our place in the queue from an earlier attempt, if any, which
-// close gives back.
-func (a *call) failed(err error) error {
+// close gives back. When ctx has ended, the error also says why the wait
+// stopped.
+func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
 	if !errors.As(err, &unsent) {
@@ -357,36 +413,31 @@ func (a *call) failed(err error) error {
 		// just failed.
 		a.inQueue = false
 	}
-	if errors.Is(err, errClosing) {
+	switch {
+	case errors.Is(err, errClosing):
 		// Client.Close stopped us waiting for an attempt under way.
-		return fmt.Errorf("%w: %s %q: gave up waiting", ErrClosed, a.what, a.name)
-	}
-	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.what(), a.subjectName())
+	case a.kind == semaphoreSlot && redis.HasErrorPrefix(err, "SEMLIMIT"):
+		holders := strings.TrimSpace(strings.TrimPrefix(err.Error(), "SEMLIMIT"))
+		return fmt.Errorf("%w: %s: asked with limit %d, its holders use %s",
+			ErrLimitMismatch, a.subject(), a.l.ref.arg, holders)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		err = notALockError{err.Error(), err}
 	}
-	return fmt.Errorf("redislock: %s %q: %w", a.what, a.name, err)
-}
-
-// failed is call.failed, and when ctx has ended, why the wait stopped.
-//
-// Not call.failedIn: passing a as an interface would move every
-// acquisition to the heap (384 bytes and an allocation per Acquire).
-func (a *acquisition) failed(err error) error {
-	err = a.call.failed(err)
+	err = fmt.Errorf("redislock: %s %s: %w", a.kind.what(), a.subjectName(), err)
 	if a.ctx.Err() != nil {
 		return join(a.stopped(a.ctx.Err()), err)
 	}
 	return err
 }
 
-// failedIn is call.failed, and when ctx has ended, why the wait stopped
-// (in the words of kind, the call's own stopped).
-func (a *call) failedIn(kind interface{ stopped(why error) error }, err error) error {
-	err = a.failed(err)
-	if a.ctx.Err() != nil {
-		return join(kind.stopped(a.ctx.Err()), err)
+// subjectName names the lock after the call's words: the name, or a multi
+// lock's first name and how many more.
+func (a *acquisition) subjectName() string {
+	if a.kind == multiLock {
+		return strings.TrimPrefix(a.subject(), "multi lock ")
 	}
-	return err
+	return fmt.Sprintf("%q", a.name)
 }
 
 // heldFor notes how long the holder that kept the last attempt out still
@@ -402,17 +453,17 @@ func (a *call) heldFor(holder time.Duration) {
 // after the lease's safe deadline, or a Client that began closing while
 // the attempt was on its way (and did not wait for it), gives the lock
 // back and returns the error for the caller.
-func (a *call) handOut() error {
+func (a *acquisition) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
 		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl))
-		return fmt.Errorf("%w: %s %q: the lease ran out before the reply arrived (%v after sending, TTL %v)",
-			ErrNotAcquired, a.what, a.name, time.Since(a.sent).Round(time.Microsecond), ttl)
+		return fmt.Errorf("%w: %s %s: the lease ran out before the reply arrived (%v after sending, TTL %v)",
+			ErrNotAcquired, a.kind.what(), a.subjectName(), time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
 	if a.c.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
 		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
 		cancel()
-		return fmt.Errorf("%w: %s %q", ErrClosed, a.what, a.name)
+		return fmt.Errorf("%w: %s %s", ErrClosed, a.kind.what(), a.subjectName())
 	}
 	return nil
 }
@@ -420,13 +471,23 @@ func (a *call) handOut() error {
 // succeed hands out the Lock, held for lease from a.sent (the TTL, or a
 // hand-over's lease, see handedOver) and taken at took (its hold counts
 // from then), unless the reply came after the lease's safe deadline: then
-// the key is given back and the caller told.
+// the key is given back and the caller told. An exclusive holder keeps
+// the turn of this Client's waiters for the key; any other passes it on.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
 	if err := a.handOut(); err != nil {
 		return a.fail(err)
 	}
-	a.keepRoom = true
-	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, a.room)
+	var room *waitRoom
+	if a.kind.keepsTurn() && a.room != nil {
+		room, a.keepRoom = a.room, true
+		if a.seat != nil {
+			room.unseat(a.ticket)
+		}
+	}
+	if m := a.l.ref.multi; m != nil {
+		a.fence = m.fences[m.index[m.first]]
+	}
+	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
@@ -441,20 +502,17 @@ func (a *call) fail(err error) (*Lock, error) {
 }
 
 // close undoes what a failed acquisition leaves: our place in the
-// server's queue (given back in the background, so that the caller
-// returns at once), the turn among this Client's waiters, the timers.
+// server's queue (see Client.leave), the turn among this Client's waiters,
+// the timers.
 func (a *acquisition) close() {
-	if a.room != nil && !a.keepRoom {
-		a.c.rooms().leave(a.room)
-	}
-	a.call.close()
-}
-
-// close gives back our place in the queue, if any (see Client.leave), and
-// stops the call's timers.
-func (a *call) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref)
+	}
+	if a.room != nil && !a.keepRoom {
+		if a.seat != nil {
+			a.room.unseat(a.ticket)
+		}
+		a.c.rooms().leave(a.room, a.kind == exclusiveLock || a.kind == multiLock)
 	}
 	if a.timer != nil {
 		a.timer.Stop()
@@ -491,36 +549,26 @@ func (a *acquisition) sleep() error {
 	for {
 		wake, waitEnds := a.nextWake()
 		rang, err := a.pause(wake)
-		if err != nil || !rang || !waitEnds || !a.queued {
+		if err != nil || !rang || !waitEnds || !a.l.ref.waiting {
 			return err
 		}
-		// A queued waiter does not ask at the end of a wait (a release
-		// hands it the lock and says so): the next wait begins, or, when
-		// the strategy allows none, one last attempt before the verdict.
+		// A waiter that queues (or watches) does not ask at the end of a
+		// wait (a release hands it the lock, or announces itself): the
+		// next wait begins, or, when the strategy allows none, one last
+		// attempt before the verdict.
 		if !a.patience.begin(time.Now()) {
 			return nil
 		}
 	}
 }
 
-// nextWake returns when to ask Redis again, and whether that is the end of
-// the strategy's current wait.
-func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) { return a.wakeAt(a.queued) }
-
-// wakeTime is wakeAt's time alone, for the lock family's calls (see
-// roomCall), which do not use waitEnds.
-func (a *call) wakeTime(queued bool) time.Time {
-	wake, _ := a.wakeAt(queued)
-	return wake
-}
-
-// wakeAt is when to look again without an announcement heard: the end of
-// the strategy's current wait (waitEnds), the holder's lease end, and, for
-// a call queued on the server, the refresh that keeps its place,
-// whichever comes first.
-func (a *call) wakeAt(queued bool) (wake time.Time, waitEnds bool) {
+// nextWake is when to look again without an announcement heard: the end
+// of the strategy's current wait (waitEnds), the holder's lease end, and,
+// for a call that queues or watches on the server, the refresh that keeps
+// its place, whichever comes first.
+func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
-	if refresh := a.sent.Add(queueRefresh); queued && refresh.Before(wake) {
+	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
 		wake, waitEnds = refresh, false
 	}
 	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
@@ -532,16 +580,6 @@ func (a *call) wakeAt(queued bool) (wake time.Time, waitEnds bool) {
 // pause waits until wake (rang), a release is announced, ctx ends or the
 // Client closes.
 func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
-	rang, why := a.waitUntil(wake, a.room.released)
-	if why != nil {
-		return false, a.stopped(why)
-	}
-	return rang, nil
-}
-
-// waitUntil waits until wake (rang), a release is heard on woken, ctx
-// ends or the Client closes (why: ctx's error, or errClosing).
-func (a *call) waitUntil(wake time.Time, woken <-chan struct{}) (rang bool, why error) {
 	d := time.Until(wake)
 	if d <= 0 {
 		return true, nil
@@ -554,19 +592,20 @@ func (a *call) waitUntil(wake time.Time, woken <-chan struct{}) (rang bool, why 
 	select {
 	case <-a.timer.C:
 		return true, nil
-	case <-woken:
+	case <-a.seat.wokenChan():
+		return false, nil
+	case <-a.woken:
 		return false, nil
 	case <-a.ctx.Done():
-		return false, a.ctx.Err()
+		return false, a.stopped(a.ctx.Err())
 	case <-a.c.closing:
-		return false, errClosing
+		return false, a.stopped(errClosing)
 	}
 }
 
 // heldError is the verdict "held by someone else".
 func (a *acquisition) heldError() error {
-	return join(fmt.Errorf("%w: %q is held by another holder%s, %s",
-		ErrNotAcquired, a.name, a.holderLeft(), a.tally()), a.refusal)
+	return join(fmt.Errorf("%w: %s, %s", ErrNotAcquired, a.heldWords(), a.tally()), a.refusal)
 }
 
 // holderLeft says how long the holder that kept the last attempt out
@@ -590,16 +629,25 @@ func (a *call) tally() string {
 func (a *acquisition) stopped(why error) error {
 	switch {
 	case errors.Is(why, errClosing):
-		return fmt.Errorf("%w: acquire %q: gave up waiting", ErrClosed, a.name)
+		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.what(), a.subjectName())
 	case context.Cause(a.ctx) == errWaitCap:
 		if a.held {
-			return join(fmt.Errorf("%w: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.name, MaxWaitWithoutDeadline), a.refusal)
+			return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
 		}
-		return fmt.Errorf("redislock: acquire %q: no answer after waiting %v, the cap for a context without deadline", a.name, MaxWaitWithoutDeadline)
+		return fmt.Errorf("redislock: %s %s: no answer after waiting %v, the cap for a context without deadline", a.kind.what(), a.subjectName(), MaxWaitWithoutDeadline)
 	case a.held:
-		return join(fmt.Errorf("%w: %q: gave up waiting after %d attempts", ErrNotAcquired, a.name, a.attempts), why, a.refusal)
+		return join(fmt.Errorf("%w: %s: gave up waiting after %s", ErrNotAcquired, a.heldSubject(), count(a.attempts, "attempt")), why, a.refusal)
 	}
-	return fmt.Errorf("redislock: acquire %q: the context ended before any attempt had an answer: %w", a.name, why)
+	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.what(), a.subjectName(), why)
+}
+
+// heldSubject names what was found held: the lock, or a multi lock's name
+// that kept it out.
+func (a *acquisition) heldSubject() string {
+	if a.kind == multiLock && a.blocker != "" {
+		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)
+	}
+	return a.subject()
 }
 
 // errWaitCap is the cause of a waiting ctx without deadline that reached

@@ -50,9 +50,6 @@ type Client struct {
 	deadlines *alarms
 	waiting   *waitRooms
 	cleaner   *janitor
-
-	semaphores semRooms // AcquireSemaphore's and AcquireMulti's waiters: a key's announcements to every one
-	shared     semRooms // AcquireShared's waiters
 }
 
 // newClient is the one constructor behind New and NewQuorum: everything a
@@ -60,6 +57,7 @@ type Client struct {
 func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
 	o.ttlArg = o.ttl.Milliseconds()
 	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
+	c.cleaner = newJanitor(st, &c.bg) // no timer until it has work
 	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
 		c.defaultsErr = st.check(&c.opts)
 	}
@@ -100,10 +98,7 @@ func (c *Client) rooms() *waitRooms {
 }
 
 // janitor returns the Client's background releaser of abandoned tokens.
-func (c *Client) janitor() *janitor {
-	c.init.Do(c.setup)
-	return c.cleaner
-}
+func (c *Client) janitor() *janitor { return c.cleaner }
 
 // setup creates the watchdog, alarms, janitor and waiting rooms on first
 // use. It writes nothing a call reads without them.
@@ -113,7 +108,6 @@ func (c *Client) setup() {
 		c.scheduler.watchRDB, c.scheduler.watchOpts = c.notify, &c.opts
 	}
 	c.deadlines = newAlarms(&c.bg)
-	c.cleaner = newJanitor(c.store, &c.bg)
 	c.waiting = newWaitRooms(c.notify)
 }
 
@@ -131,7 +125,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	applyOptions(&o, opts)
 	closing := make(chan struct{})
 	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb), closing: closing}
-	return newClient(store, rdb, store.publishCommand(), o, closing)
+	c := newClient(store, rdb, store.publishCommand(), o, closing)
+	store.cleaner = c.cleaner
+	c.store = store
+	return c
 }
 
 // background counts work that Close must wait for: Acquire calls, or the

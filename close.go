@@ -71,10 +71,7 @@ func (c *Client) Close(ctx context.Context) error {
 // left: the watchdog's and alarms', the batcher's, the restart watch's
 // (watchDone, nil if none).
 func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
-	var idle <-chan struct{}
-	if s, ok := c.store.(singleStore); ok && s.batch != nil {
-		idle = s.batch.idle()
-	}
+	idle := c.store.idle()
 	for _, step := range []struct {
 		what string
 		done <-chan struct{}
@@ -109,7 +106,7 @@ func (c *Client) endHeld() []*lockRef {
 		}
 		if room, ok := l.end(cause); ok {
 			if room != nil {
-				c.waiting.leave(room)
+				c.waiting.leave(room, true)
 			}
 			refs = append(refs, &l.ref)
 		}

@@ -24,8 +24,8 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	require.NoError(t, err)
 	names, keyLen, err := lockKeys(o.prefix, "leader")
 	require.NoError(t, err)
-	a := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", what: "acquire", start: time.Now()}}
-	a.init(names, keyLen)
+	a := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", kind: exclusiveLock, start: time.Now()}}
+	a.init(names, keyLen, nil)
 	defer a.close()
 	_, hasDeadline := a.ctx.Deadline()
 	require.False(t, hasDeadline, "a campaign's wait is capped")
@@ -35,8 +35,8 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	}
 
 	// An Acquire with the same defaults keeps its cap.
-	plain := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", what: "acquire", start: time.Now()}}
-	plain.init(names, keyLen)
+	plain := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", kind: exclusiveLock, start: time.Now()}}
+	plain.init(names, keyLen, nil)
 	defer plain.close()
 	_, hasDeadline = plain.ctx.Deadline()
 	require.True(t, hasDeadline)

@@ -63,7 +63,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // extendRequest is l's extension to ttl, for the store.
 func (l *Lock) extendRequest(ttl time.Duration) extendRequest {
-	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, multi: l.ref.multi}
+	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
 }
 
 // extendOnce sends one extension and records its outcome. The caller

@@ -50,7 +50,7 @@ func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
 func (l *Lock) lose(reason LostReason, cause error) {
 	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 	if room, ok := l.end(lost); ok && room != nil {
-		l.client.rooms().leave(room)
+		l.client.rooms().leave(room, true)
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
@@ -205,18 +203,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.endedFor(ctx); err != nil {
 		return 0, err
 	}
-	var reply int64
-	var err error
-	switch {
-	case l.ref.multi != nil:
-		reply, err = l.client.store.(singleStore).pttlMulti(ctx, &l.ref)
-	case l.ref.kind == semaphoreSlot:
-		reply, err = semPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key}, l.ref.token).Int64()
-	case l.ref.kind == sharedHold:
-		reply, err = sharedPTTLScript.Run(ctx, l.client.store.(singleStore).rdb, []string{l.ref.key, lockrules.Shared(l.ref.key)}, l.ref.token).Int64()
-	default:
-		reply, err = l.client.store.pttl(ctx, l.ref.key, l.ref.token)
-	}
+	reply, err := l.client.store.pttl(ctx, &l.ref)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)

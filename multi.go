@@ -3,7 +3,6 @@ package redislock
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -73,35 +72,15 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	case len(names) > MaxMultiNames:
 		return nil, invalidf("AcquireMulti of %d names is over the %d-name limit", len(names), MaxMultiNames)
 	}
-	var perCall options
-	applyOptions(&perCall, opts)
-	if perCall.failOpen {
-		return nil, invalidf("WithFailOpen applies to RunWithLock only: AcquireMulti cannot hand out locks it does not hold")
-	}
-	o, err := c.resolve(opts)
+	o, err := c.callOptions(multiLock, opts)
 	if err != nil {
 		return nil, err
 	}
-	single, ok := c.store.(singleStore)
-	if !ok {
-		return nil, invalidf("AcquireMulti needs a Client on one Redis deployment (New); a quorum Client does not support it")
-	}
-	if _, ring := single.rdb.(*redis.Ring); ring {
-		return nil, invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
-	}
-	m, err := newMultiRef(single, o.prefix, o.fencing, names)
+	m, err := newMultiRef(c.store.slotted(), o.prefix, o.fencing, names)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := c.begin(ctx, "acquire multi", o.prefix, names[0]); err != nil {
-		return nil, err
-	}
-	defer c.calls.exit()
-	c.checkServer(ctx, o)
-	a := multiAcquisition{roomCall: roomCall{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: names[0], what: "acquire multi", start: time.Now()}, rooms: &c.semaphores}}
-	a.init(m)
-	defer a.close()
-	return a.run()
+	return c.take(ctx, multiLock, names[0], opts, func(_ *options, r *lockRef) { r.multi = m })
 }
 
 // multiRef is what a multi lock's store commands need beyond its lockRef:
@@ -109,7 +88,15 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 // script each takes. Written before the Lock is handed out and never
 // again, except lost.
 type multiRef struct {
-	first     string   // the caller's names[0]
+	first string // the caller's names[0]
+	// blocker is the place in names of the name that kept the last
+	// attempt out; watcher the caller's entry in its queue while it waits
+	// (see lua/multi_acquire.lua). Written by the attempts only.
+	blocker int
+	watcher string
+	// commands are the attempts' EVALSHAs, one per group, built by the
+	// first attempt.
+	commands  [][]any
 	names     []string // by hash slot (on a cluster), then name
 	keys      []string // the names' lock keys, in that order
 	fenceKeys []string // their fence counters; nil without fencing
@@ -131,12 +118,11 @@ type multiGroup struct{ from, to int }
 // newMultiRef checks names and lays out their keys: an invalid-argument
 // error for an empty name, a name given twice, or a name Acquire would
 // refuse.
-func newMultiRef(s singleStore, prefix string, fencing bool, names []string) (*multiRef, error) {
+func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
 		name, key string
 		slot      int
 	}
-	_, cluster := s.rdb.(*redis.ClusterClient)
 	entries := make([]entry, len(names))
 	index := make(map[string]int, len(names))
 	for i, name := range names {
@@ -162,7 +148,7 @@ func newMultiRef(s singleStore, prefix string, fencing bool, names []string) (*m
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name))
 	})
-	m := &multiRef{first: names[0], index: index}
+	m := &multiRef{first: names[0], index: index, fences: make([]int64, len(names))}
 	m.names, m.keys = make([]string, len(entries)), make([]string, len(entries))
 	m.queues = make([]string, 2*len(entries))
 	if fencing {
@@ -358,64 +344,26 @@ func (l *Lock) lostName() string {
 	return l.name
 }
 
-// multiAcquisition is one AcquireMulti call.
-type multiAcquisition struct {
-	// roomCall's room: this Client's listeners to the release
-	// announcements of the name that kept the last attempt out.
-	roomCall
-	m       *multiRef
-	blocker string // the name found held by the last attempt
-	fences  []int64
-	// watcher is the caller's entry in the queue of the name that keeps
-	// it out, while it waits (see lua/multi_acquire.lua).
-	watcher string
-}
-
-func (a *multiAcquisition) init(m *multiRef) {
-	a.m = m
-	a.l = &Lock{client: a.c, opts: a.o, name: m.first}
-	r := &a.l.ref
-	r.key = m.keys[m.index[m.first]]
-	r.keyArg, r.ttlArg, r.fenced, r.multi = r.key, a.o.ttlArg, a.o.fencing, m
-	a.fences = make([]int64, len(m.names))
-	a.patience.strategy = a.o.retry
-	a.waits = a.patience.mayWait()
-	if a.waits {
-		a.watcher = "~" + rand.Text()
+// acquireMulti makes one attempt at every name of ref's multi lock, group
+// by group, under the attempt's token (a late reply to an earlier attempt,
+// or its clean-up, then cannot touch this one's keys); when a group finds
+// a name held, it gives back what the groups before it took, and records
+// which name kept it out (multiRef.blocker). A waiting caller's watcher
+// goes in that name's queue (see lua/multi_acquire.lua).
+func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
+	m := ref.multi
+	if m.commands == nil {
+		m.commands = m.acquireCommands(ref, o)
 	}
-	a.capWait(false)
-}
-
-// attempt takes the names group by group, under a token of its own (a late
-// reply to an earlier attempt, or its clean-up, then cannot touch this
-// one's keys); when a group finds a name held, it gives back what the
-// groups before took, and records who kept it out.
-func (a *multiAcquisition) attempt() (bool, error) {
-	if err := a.begin(a); err != nil {
-		return false, err
-	}
-	ref := &a.l.ref
-	ref.token = valueOf(rand.Text(), a.o.metadata)
-	store := a.c.store.(singleStore)
-	fenced, wait := "0", any("0")
-	if a.o.fencing {
-		fenced = "1"
-	}
-	if a.waits {
-		wait = queueHoldArg
-	}
-	n := len(a.m.keys)
-	for gi, g := range a.m.groups {
-		keys := a.m.keys[g.from:g.to]
-		if a.o.fencing {
-			keys = append(slices.Clip(keys), a.m.fenceKeys[g.from:g.to]...)
+	for gi, g := range m.groups {
+		var cmd *redis.Cmd
+		var ackErr error
+		if o.replicas > 0 {
+			cmd, ackErr = runAcked(ctx, s.rdb, o, multiAcquireSource, m.commands[gi])
+		} else {
+			cmd = s.run(ctx, multiAcquireSource, m.commands[gi], ref.waiting)
 		}
-		if a.waits {
-			keys = append(slices.Clip(keys), a.m.queues[g.from:g.to]...)
-			keys = append(keys, a.m.queues[n+g.from:n+g.to]...)
-		}
-		cmd, ackErr := runScript(a.ctx, store.rdb, a.o, multiAcquireScript, keys, ref.token, a.o.ttl.Milliseconds(), fenced, wait, a.watcher)
-		took, heldAt, holder, err := parseMultiAcquire(cmd, a.fences[g.from:g.to], a.o.fencing)
+		took, heldAt, holder, err := parseMultiAcquire(cmd, m.fences[g.from:g.to], o.fencing)
 		if err == nil && took && ackErr != nil {
 			err = ackErr // not safe to hold: a failover could lose it
 			gi++         // given back with the others
@@ -424,37 +372,67 @@ func (a *multiAcquisition) attempt() (bool, error) {
 			var reply redis.Error
 			if errors.As(err, &reply) || ackErr != nil {
 				// This group answered: give back what the attempt took.
-				// (One without an answer is call.failed's: the janitor
-				// gives back every name, this group's included.)
-				a.giveBack(gi)
+				// (One without an answer is the acquisition's: the
+				// janitor gives back every name, this group's included.)
+				s.giveBack(ref, gi, o.ttl)
 			}
-			return false, a.failed(err)
+			return false, 0, 0, err
 		}
 		if !took {
-			a.giveBack(gi)
-			a.blocker = a.m.names[g.from+heldAt]
-			a.heldFor(holder)
-			return false, nil
+			s.giveBack(ref, gi, o.ttl)
+			m.blocker = g.from + heldAt
+			return false, 0, holder, nil
 		}
 	}
-	return true, nil
+	return true, 0, 0, nil
 }
 
-// giveBack releases, token-checked, what the first upto groups took in
-// this attempt, on a context detached from the caller's; if that fails the
-// janitor keeps trying. It waits for the reply, so that a failed
+// acquireCommands builds the EVALSHA of each group's attempt, under ref's
+// token (read when sent: every attempt has its own).
+func (m *multiRef) acquireCommands(ref *lockRef, o *options) [][]any {
+	fenced, wait := "0", any("0")
+	if o.fencing {
+		fenced = "1"
+	}
+	if ref.waiting {
+		wait = queueHoldArg
+	}
+	n := len(m.keys)
+	commands := make([][]any, len(m.groups))
+	for i, g := range m.groups {
+		keys := m.keys[g.from:g.to]
+		if o.fencing {
+			keys = append(slices.Clip(keys), m.fenceKeys[g.from:g.to]...)
+		}
+		if ref.waiting {
+			keys = append(slices.Clip(keys), m.queues[g.from:g.to]...)
+			keys = append(keys, m.queues[n+g.from:n+g.to]...)
+		}
+		command := make([]any, 0, 3+len(keys)+5)
+		command = append(command, "evalsha", multiAcquireSHA, len(keys))
+		for _, key := range keys {
+			command = append(command, key)
+		}
+		commands[i] = append(command, &ref.token, ref.ttlArg, fenced, wait, m.watcher)
+	}
+	return commands
+}
+
+// giveBack releases, token-checked, what the first upto groups of ref took
+// in this attempt, on a context detached from the caller's; if that fails
+// the janitor keeps trying. It waits for the reply, so that a failed
 // AcquireMulti returns with nothing held.
-func (a *multiAcquisition) giveBack(upto int) {
+func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	if upto == 0 {
 		return
 	}
 	// A copy: the next attempt has a token of its own, which a late
 	// clean-up of this one must not use.
-	ref := &lockRef{key: a.l.ref.key, keyArg: a.l.ref.keyArg, token: a.l.ref.token, multi: a.m}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), ReleaseTimeout)
+	taken := &lockRef{key: ref.key, keyArg: ref.keyArg, token: ref.token, kind: multiLock, multi: ref.multi}
+	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 	defer cancel()
-	if _, err := a.c.store.(singleStore).releaseMulti(ctx, ref, upto); err != nil {
-		a.c.janitor().add(ref, a.sent.Add(a.o.ttl))
+	if _, err := s.releaseMulti(ctx, taken, upto); err != nil && s.cleaner != nil {
+		s.cleaner.add(taken, time.Now().Add(ttl))
 	}
 }
 
@@ -485,54 +463,4 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		return false, int(i - 1), holderTTL(pttl), nil
 	}
 	return false, 0, 0, bad
-}
-
-func (a *multiAcquisition) failed(err error) error { return a.failedIn(a, err) }
-
-// succeed hands out the Lock (every name given back when the reply came
-// after the lease's safe deadline), its fence the first name's.
-func (a *multiAcquisition) succeed() (*Lock, error) {
-	a.m.fences = a.fences
-	a.fence = a.fences[a.m.index[a.m.first]]
-	return a.roomCall.succeed()
-}
-
-// nextWake: a multi waiter keeps its watcher by coming back, as a queued
-// waiter keeps its place.
-func (a *multiAcquisition) nextWake() time.Time { return a.wakeTime(a.waits) }
-
-func (a *multiAcquisition) run() (*Lock, error) { return a.runIn(a) }
-
-// listen: the releases of the name that kept the last attempt out. Only
-// the first name found held matters: the attempt goes no further.
-func (a *multiAcquisition) listen() (key, channel string) {
-	key = a.m.keys[a.m.index[a.blocker]]
-	return key, lockrules.Released(key)
-}
-
-// describe names the call in errors: its first name and how many more.
-func (a *multiAcquisition) describe() string {
-	if n := len(a.m.names); n > 1 {
-		return fmt.Sprintf("multi lock %q and %d more names", a.m.first, n-1)
-	}
-	return fmt.Sprintf("multi lock %q", a.m.first)
-}
-
-func (a *multiAcquisition) heldError() error {
-	return fmt.Errorf("%w: %s: %q is held by another holder%s, %s",
-		ErrNotAcquired, a.describe(), a.blocker, a.holderLeft(), a.tally())
-}
-
-// stopped is the error of a wait that ended without a verdict: ctx ended,
-// the cap passed, or the Client closed.
-func (a *multiAcquisition) stopped(why error) error {
-	switch {
-	case errors.Is(why, errClosing):
-		return fmt.Errorf("%w: acquire %s: gave up waiting", ErrClosed, a.describe())
-	case a.attempts == 0 || a.blocker == "":
-		return fmt.Errorf("redislock: acquire %s: the context ended before any attempt had an answer: %w", a.describe(), why)
-	case context.Cause(a.ctx) == errWaitCap:
-		return fmt.Errorf("%w: %s: %q still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.describe(), a.blocker, MaxWaitWithoutDeadline)
-	}
-	return join(fmt.Errorf("%w: %s: %q held, gave up waiting after %d attempts", ErrNotAcquired, a.describe(), a.blocker, a.attempts), why)
 }

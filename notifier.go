@@ -33,11 +33,16 @@ type notifier struct {
 	// connection (not sharded).
 	confirmed map[string]bool
 
+	// pending counts the reconcile and closing goroutines under way;
+	// idle, when not nil, is closed when it drops to 0 (see wait). Both
+	// guarded by mu.
+	pending int
+	idle    chan struct{}
+
 	io      sync.Mutex      // serialises reconcile
 	pubsub  *redis.PubSub   // the shared connection (not sharded); guarded by io
 	reading chan struct{}   // closed when its reader exits; guarded by io
 	have    map[string]bool // channels asked for on pubsub; guarded by io
-	work    sync.WaitGroup  // reconcile and closing goroutines under way
 }
 
 // subscription is a room's: the lock's shared channel and, for a room
@@ -77,11 +82,11 @@ func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 		sub.done = make(chan struct{})
 		go n.read(sub.pubsub, sub.done, channels)
 	}
-	n.mu.Unlock()
 	if !n.sharded {
-		n.work.Add(1)
+		n.pending++
 		go n.reconcile()
 	}
+	n.mu.Unlock()
 	return sub
 }
 
@@ -98,11 +103,11 @@ func (n *notifier) unsubscribe(sub *subscription) {
 			delete(n.subs, channel)
 		}
 	}
+	n.pending++
 	n.mu.Unlock()
-	n.work.Add(1)
 	if n.sharded {
 		go func() {
-			defer n.work.Done()
+			defer n.done()
 			_ = sub.pubsub.Close()
 			<-sub.done
 		}()
@@ -111,10 +116,20 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	go n.reconcile()
 }
 
+// done ends one of the goroutines wait waits for.
+func (n *notifier) done() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending--; n.pending == 0 && n.idle != nil {
+		close(n.idle)
+		n.idle = nil
+	}
+}
+
 // reconcile brings the shared connection's channels in line with what the
 // subscriptions want, and closes it when none is left.
 func (n *notifier) reconcile() {
-	defer n.work.Done()
+	defer n.done()
 	n.io.Lock()
 	defer n.io.Unlock()
 	n.mu.Lock()
@@ -163,13 +178,18 @@ func (n *notifier) reconcile() {
 // wait waits, within ctx, until the goroutines of reconcile and of closing
 // sharded subscriptions are done.
 func (n *notifier) wait(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		n.work.Wait()
-		close(done)
-	}()
+	n.mu.Lock()
+	if n.pending == 0 {
+		n.mu.Unlock()
+		return
+	}
+	if n.idle == nil {
+		n.idle = make(chan struct{})
+	}
+	idle := n.idle
+	n.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 	case <-ctx.Done():
 	}
 }
@@ -212,12 +232,8 @@ func (n *notifier) deliver(ps *redis.PubSub, channel, payload string) {
 	for _, sub := range n.subs[channel] {
 		// Sharded, each subscription has a connection of its own and
 		// hears its own messages.
-		if n.sharded && sub.pubsub != ps || !sub.room.wants(payload) {
-			continue
-		}
-		select {
-		case sub.room.released <- struct{}{}:
-		default:
+		if !n.sharded || sub.pubsub == ps {
+			sub.room.wants(payload)
 		}
 	}
 }

@@ -19,8 +19,8 @@ func TestTwoRoomsOnOneChannelAreBothWoken(t *testing.T) {
 	test := func(t *testing.T, rdb redis.UniversalClient, publish func(channel string) error) {
 		n := newNotifier(rdb)
 		channel := "lock:{job}:released"
-		first := &waitRoom{key: "lock:{job}", released: make(chan struct{}, 1)}
-		second := &waitRoom{key: "lock:{job}", released: make(chan struct{}, 1)}
+		first := &waitRoom{key: "lock:{job}"}
+		second := &waitRoom{key: "lock:{job}"}
 		firstSub := n.subscribe(first, channel, "lock:{job}:released:TAG")
 		secondSub := n.subscribe(second, channel)
 		for _, sub := range []*subscription{firstSub, secondSub} {
@@ -30,22 +30,24 @@ func TestTwoRoomsOnOneChannelAreBothWoken(t *testing.T) {
 				t.Fatal("a subscription was not confirmed")
 			}
 		}
-		woken := func(room *waitRoom, name string) {
+		woken := func(wakeup <-chan struct{}, name string) {
 			t.Helper()
 			select {
-			case <-room.released:
+			case <-wakeup:
 			case <-time.After(10 * time.Second):
 				t.Fatalf("the %s room was not woken", name)
 			}
 		}
+		firstWakeup, secondWakeup := first.wakeup(), second.wakeup()
 		require.NoError(t, publish(channel))
-		woken(first, "first")
-		woken(second, "second")
+		woken(firstWakeup, "first")
+		woken(secondWakeup, "second")
 
 		// The first room leaves; the second still hears the channel.
 		n.unsubscribe(firstSub)
+		secondWakeup = second.wakeup()
 		require.NoError(t, publish(channel))
-		woken(second, "second")
+		woken(secondWakeup, "second")
 		n.unsubscribe(secondSub)
 		n.mu.Lock()
 		defer n.mu.Unlock()

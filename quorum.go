@@ -347,6 +347,22 @@ func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, a
 // attempt has its own token; see Client.acquire).
 func (q *quorumStore) queues() bool { return false }
 
+// serves refuses every kind but the exclusive lock: a shared hold, a
+// semaphore slot or several names at once would each need their scripts
+// run on a majority, with a majority's verdict on their sets, which a
+// quorum does not do.
+func (q *quorumStore) serves(k lockKind) error {
+	if k == exclusiveLock {
+		return nil
+	}
+	return invalidf("%s needs a Client on one Redis deployment (New); a quorum Client does not support it",
+		[...]string{"", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k])
+}
+
+func (q *quorumStore) idle() <-chan struct{} { return nil }
+
+func (q *quorumStore) slotted() bool { return false }
+
 // abandon releases each ref on every node (a quorum's waiters do not
 // queue).
 func (q *quorumStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
@@ -585,10 +601,10 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 // (another holder's, when a majority holds another token) when too few
 // nodes hold our token for a majority even counting the failed ones, and a
 // *QuorumError when failures leave it undecided.
-func (q *quorumStore) pttl(ctx context.Context, key, token string) (int64, error) {
+func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	start := time.Now()
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
-		ttl, err := n.pttl(ctx, key, token)
+		ttl, err := n.pttl(ctx, ref)
 		// In the replies of extend and release, for tally.
 		switch {
 		case err != nil:

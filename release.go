@@ -128,7 +128,7 @@ func (l *Lock) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	if next == nil {
 		reply, err := l.client.store.release(ctx, &l.ref)
 		if room != nil {
-			l.client.rooms().leave(room)
+			l.client.rooms().leave(room, true)
 		}
 		return reply, err
 	}

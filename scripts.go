@@ -72,9 +72,11 @@ var (
 	multiPTTLScript    = redis.NewScript(multiPTTLSource)
 
 	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
-	acquireSHA    any = acquireScript.Hash()
-	releaseSHA    any = releaseScript.Hash()
-	semReleaseSHA any = semReleaseScript.Hash()
+	acquireSHA      any = acquireScript.Hash()
+	releaseSHA      any = releaseScript.Hash()
+	semAcquireSHA   any = semAcquireScript.Hash()
+	semReleaseSHA   any = semReleaseScript.Hash()
+	multiAcquireSHA any = multiAcquireScript.Hash()
 )
 
 // The shared (readers-writer) hold's scripts (see shared.go): the
@@ -95,6 +97,7 @@ var (
 	sharedReleaseScript = redis.NewScript(sharedReleaseSource)
 	sharedPTTLScript    = redis.NewScript(sharedPTTLSource)
 
+	sharedAcquireSHA any = sharedAcquireScript.Hash()
 	sharedReleaseSHA any = sharedReleaseScript.Hash()
 )
 

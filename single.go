@@ -28,6 +28,9 @@ type singleStore struct {
 	// closing is closed by Client.Close: a waiter's attempt under way is
 	// then no longer waited for (see send).
 	closing <-chan struct{}
+	// cleaner is the Client's janitor: what a multi attempt took and
+	// could not give back at once goes to it (see acquireMulti).
+	cleaner *janitor
 }
 
 // send sends cmd, whose first key is key, through the batcher if any. It
@@ -76,6 +79,31 @@ func (s singleStore) run(ctx context.Context, source string, args []any, waiting
 
 func (s singleStore) queues() bool { return true }
 
+// slotted tells whether keys live on the node of their hash slot (a
+// cluster): a multi lock then takes its names one slot at a time.
+func (s singleStore) slotted() bool {
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	return cluster
+}
+
+// serves refuses a multi lock on a Ring, whose shards one script cannot
+// span.
+func (s singleStore) serves(k lockKind) error {
+	if _, ring := s.rdb.(*redis.Ring); ring && k == multiLock {
+		return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
+	}
+	return nil
+}
+
+// idle returns a channel closed once no command of the Client is under
+// way (nil: none can be).
+func (s singleStore) idle() <-chan struct{} {
+	if s.batch == nil {
+		return nil
+	}
+	return s.batch.idle()
+}
+
 func (s singleStore) check(o *options) error {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
 		return invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
@@ -84,12 +112,17 @@ func (s singleStore) check(o *options) error {
 }
 
 func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
-	if o.replicas > 0 {
+	switch {
+	case ref.kind == multiLock:
+		return s.acquireMulti(ctx, o, ref)
+	case o.replicas > 0 && ref.kind == exclusiveLock:
 		return s.acquireKey(ctx, o, ref.key, ref.token, ref.waiting)
+	case o.replicas > 0:
+		return s.acquireAcked(ctx, o, ref)
 	}
 	first := !ref.attempted
 	ref.attempted = true
-	if first && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
+	if first && ref.kind == exclusiveLock && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
 		cmd = s.send(ctx, ref.key, cmd, false)
@@ -104,8 +137,8 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		}
 		// Not set: the script says why.
 	}
-	reply := s.run(ctx, acquireSource, ref.acquireCommand(true), ref.waiting)
-	if ref.waiting && isTryAgain(reply.Err()) {
+	reply := s.run(ctx, ref.acquireSource(), ref.acquireCommand(true), ref.waiting)
+	if ref.waiting && ref.kind == exclusiveLock && isTryAgain(reply.Err()) {
 		// A cluster slot in migration refuses scripts whose keys are
 		// not all there yet, and the queue's usually are not: wait
 		// without a place in the queue meanwhile.
@@ -114,6 +147,20 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
 		s.ranScript()
+	}
+	return acquired, fence, holder, err
+}
+
+// acquireAcked is acquire of a shared hold or a semaphore slot with
+// WithReplicaAck: the script and its WAIT in one pipeline. A hold the
+// replicas did not confirm is given back, and the error says why.
+func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
+	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireSource(), ref.acquireCommand(true))
+	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
+	if err == nil && acquired && ackErr != nil {
+		// Not safe to hold: a failover could lose it.
+		s.cleaner.add(ref, time.Now().Add(o.ttl))
+		return false, 0, 0, ackErr
 	}
 	return acquired, fence, holder, err
 }
@@ -286,8 +333,16 @@ func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, 
 	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
 }
 
-func (s singleStore) pttl(ctx context.Context, key, token string) (int64, error) {
-	return pttlScript.Run(ctx, s.rdb, []string{key}, token).Int64()
+func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
+	switch ref.kind {
+	case multiLock:
+		return s.pttlMulti(ctx, ref)
+	case semaphoreSlot:
+		return semPTTLScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
+	case sharedHold:
+		return sharedPTTLScript.Run(ctx, s.rdb, []string{ref.key, ref.extraKey}, ref.token).Int64()
+	}
+	return pttlScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
 }
 
 // runScript runs script and, with WithReplicaAck, WAIT in the same
@@ -306,32 +361,63 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 		} else {
 			reply = script.Eval(ctx, pipe, keys, args...)
 		}
-		// go-redis' own WAIT (which also stretches the read timeout) is on
-		// the concrete pipeline type only.
-		if waiter, ok := pipe.(interface {
-			Wait(context.Context, int, time.Duration) *redis.IntCmd
-		}); ok {
-			acked = waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
-		} else {
-			acked = pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
-		}
+		acked = wait(ctx, pipe, o)
 		_, _ = pipe.Exec(ctx) // errors are read from each command
 	}
 	exec(true)
 	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
 		exec(false)
 	}
+	return reply, ackOf(reply, acked, o)
+}
+
+// wait queues WAIT for o's replicas in pipe; its reply is read after Exec.
+func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
+	// go-redis' own WAIT (which also stretches the read timeout) is on
+	// the concrete pipeline type only.
+	if waiter, ok := pipe.(interface {
+		Wait(context.Context, int, time.Duration) *redis.IntCmd
+	}); ok {
+		return waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
+	}
+	return pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
+}
+
+// runAcked sends a prepared EVALSHA (command: "evalsha", sha, numkeys,
+// keys, arguments; source the script's, for EVAL after NOSCRIPT) and its
+// WAIT in one pipeline, as runScript does.
+func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, source string, command []any) (reply *redis.Cmd, ackErr error) {
+	pipe := rdb.Pipeline()
+	send := func(command []any) func() (int64, error) {
+		reply = redis.NewCmd(ctx, command...)
+		reply.SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, reply)
+		acked := wait(ctx, pipe, o)
+		_, _ = pipe.Exec(ctx) // errors are read from each command
+		return acked
+	}
+	acked := send(command)
+	if err := reply.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		eval := append([]any{"eval", source}, command[2:]...)
+		acked = send(eval)
+	}
+	return reply, ackOf(reply, acked, o)
+}
+
+// ackOf is the ErrReplicaAck of a script's reply whose WAIT answered
+// acked, nil when enough replicas acknowledged it (or the script failed).
+func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
 	if reply.Err() != nil {
-		return reply, nil
+		return nil
 	}
 	n, err := acked()
 	if err != nil {
-		return reply, fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+		return fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
 	}
 	if n < int64(o.replicas) {
-		return reply, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
+		return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
 	}
-	return reply, nil
+	return nil
 }
 
 // extendBatch extends many locks in one round trip: their EVALSHAs go in one
@@ -379,9 +465,9 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 func extendCommand(r *extendRequest) (*redis.Script, []string) {
 	switch r.kind {
 	case semaphoreSlot:
-		return semExtendScript, []string{r.key, semaphoreLimitKey(r.key)}
+		return semExtendScript, []string{r.key, r.extraKey}
 	case sharedHold:
-		return sharedExtendScript, []string{r.key, lockrules.Shared(r.key)}
+		return sharedExtendScript, []string{r.key, r.extraKey}
 	}
 	return extendScript, []string{r.key}
 }

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -26,8 +27,9 @@ type store interface {
 	// also takes the token out of the lock's queue and passes on a lock
 	// handed to it (see janitor). One reply or error per ref, as release.
 	abandon(ctx context.Context, refs []*lockRef) (replies []int64, errs []error)
-	// pttl returns the remaining TTL in ms, or -2 (gone) / -3 (foreign).
-	pttl(ctx context.Context, key, token string) (int64, error)
+	// pttl returns the remaining TTL of ref's lock in ms, or -2 (gone) /
+	// -3 (foreign).
+	pttl(ctx context.Context, ref *lockRef) (int64, error)
 	// inspect reads the lock at key in one round trip (see
 	// lua/state.lua); a quorum reads every node and fills Info.Nodes.
 	inspect(ctx context.Context, key string) (Info, error)
@@ -35,6 +37,15 @@ type store interface {
 	// would (see lua/break.lua), and returns what it held and whether a
 	// waiter was handed the lock.
 	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
+	// serves refuses the kinds of lock this store cannot hold, with an
+	// invalid-argument error that says why.
+	serves(k lockKind) error
+	// idle returns a channel closed once none of the store's commands is
+	// under way (Client.Close waits for it), nil when there is nothing
+	// to wait for.
+	idle() <-chan struct{}
+	// slotted tells whether keys are spread over nodes by hash slot.
+	slotted() bool
 	// queues tells whether waiters queue on the server, where a release
 	// hands the lock to the first of them (see lua/release.lua). They then
 	// keep one token for all their attempts.
@@ -61,8 +72,12 @@ type lockRef struct {
 	multi  *multiRef
 	fenced bool
 	// kind: what the lock is on the server, which picks its scripts
-	// (releaseArgs run releaseSource's).
-	kind lockKind
+	// (see lockKind); extraKey and arg are what a kind adds: a shared
+	// hold's set of holders and how long a waiter let in has to claim,
+	// a semaphore's limit key and its limit.
+	kind     lockKind
+	extraKey string
+	arg      int64
 	// waiting: the caller waits, so a refused attempt keeps its place in
 	// the lock's queue, and a release may hand the lock to it.
 	waiting bool
@@ -78,21 +93,11 @@ type lockRef struct {
 	// how long) from a value of another type, or from our own SET whose
 	// reply was lost and which go-redis sent again.
 	setArgs     [6]any
-	acquireArgs *[11]any // see acquireCommand; made on first use
+	acquireArgs *[14]any // see acquireCommand; made on first use
 	// releaseArgs is the release, built once and never written again:
 	// concurrent Release calls may read it.
 	releaseArgs [9]any
 }
-
-// lockKind is what a lock is on the server. A Lock from AcquireMulti is
-// an exclusive lock of several names (lockRef.multi).
-type lockKind uint8
-
-const (
-	exclusiveLock lockKind = iota // Acquire's: the key holds the token
-	semaphoreSlot                 // AcquireSemaphore's: a member of the holders' set
-	sharedHold                    // AcquireShared's: a member of the shared holders' set
-)
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
 const (
@@ -115,24 +120,38 @@ var (
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
 
-// init sets the lock's keys from names (see lockKeys) and builds its
-// commands; publish is the release script's announcement command (see
-// singleStore.publishCommand).
-func (r *lockRef) init(names string, keyLen int, o *options, publish any) {
+// init sets the lock's keys from names (see lockKeys); the kind's layout
+// (see Client.take) adds what it needs, and commands then builds them.
+func (r *lockRef) init(names string, keyLen int, o *options) {
 	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
 	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
 	r.keyArg = r.key // boxed once, shared by every command
 	r.ttlArg = o.ttlArg
 	r.fenced = o.fencing
-	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	if o.fencing {
 		r.fenceKey = lockrules.Fence(r.key)
 	}
+}
+
+// commands builds the lock's prepared commands, once its keys are laid
+// out; publish is the release script's announcement command (see
+// singleStore.publishCommand).
+func (r *lockRef) commands(o *options, publish any) {
+	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	claim := handoffClaimMs
 	if o.ttl < handoffClaim {
 		claim = o.ttl.Milliseconds()
 	}
-	r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
+	switch r.kind {
+	case sharedHold:
+		command, _ := publish.(string)
+		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
+			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
+	case semaphoreSlot:
+		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, "0"}
+	default:
+		r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
+	}
 }
 
 // releaseSource is the source of the script releaseArgs run.
@@ -146,23 +165,52 @@ func (r *lockRef) releaseSource() string {
 	return releaseSource
 }
 
+// acquireSource is the source of the script acquireCommand runs.
+func (r *lockRef) acquireSource() string {
+	switch r.kind {
+	case semaphoreSlot:
+		return semAcquireSource
+	case sharedHold:
+		return sharedAcquireSource
+	}
+	return acquireSource
+}
+
 // acquireCommand returns the EVALSHA of the acquire script for the next
-// attempt: with the fence counter when fenced, and with the queue's keys
-// when the caller waits and queue is set.
+// attempt of a lock of one key: with the fence counter when fenced, and,
+// for an exclusive lock, with the queue's keys when the caller waits and
+// queue is set (a shared or semaphore script always has them).
 func (r *lockRef) acquireCommand(queue bool) []any {
 	if r.acquireArgs == nil {
 		// Not in the lock itself: an uncontended plain lock never
 		// needs it (see setArgs).
-		r.acquireArgs = new([11]any)
+		r.acquireArgs = new([14]any)
 	}
-	a := append(r.acquireArgs[:0], "evalsha", acquireSHA, 0, r.keyArg)
+	a := r.acquireArgs[:0]
+	switch r.kind {
+	case sharedHold:
+		a = append(a, "evalsha", sharedAcquireSHA, 0, r.keyArg, r.extraKey, &r.queueKey, &r.expiryKey)
+	case semaphoreSlot:
+		a = append(a, "evalsha", semAcquireSHA, 0, r.keyArg, r.extraKey, &r.queueKey, &r.expiryKey)
+	default:
+		a = append(a, "evalsha", acquireSHA, 0, r.keyArg)
+	}
 	fenced, wait := "0", any("0")
 	if r.fenced {
 		a, fenced = append(a, &r.fenceKey), "1"
 	}
-	if queue && r.waiting {
-		a, wait = append(a, &r.queueKey, &r.expiryKey), queueHoldArg
+	if r.waiting && (queue || r.kind != exclusiveLock) {
+		wait = queueHoldArg
+	}
+	if r.kind == exclusiveLock && queue && r.waiting {
+		a = append(a, &r.queueKey, &r.expiryKey)
 	}
 	a[2] = len(a) - 3
+	switch r.kind {
+	case sharedHold:
+		return append(a, &r.token, r.ttlArg, fenced, wait, r.releaseArgs[8])
+	case semaphoreSlot:
+		return append(a, &r.token, r.ttlArg, r.arg, fenced, wait)
+	}
 	return append(a, &r.token, r.ttlArg, fenced, wait)
 }

@@ -58,7 +58,7 @@ func (w *waitRooms) queued(key string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if room := w.rooms[key]; room != nil {
-		return len(room.queue)
+		return len(room.line)
 	}
 	return -1
 }

@@ -15,6 +15,14 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
+// The one waiting room: a Client's callers that wait for one key, of any
+// kind, share its room and its subscription to the key's announcements
+// (see notifier). A plain release wakes everyone in it; a hand-over wakes
+// the one caller it was handed to, by its ticket (its seat). The callers
+// of a kind that takes turns (exclusive and multi, see lockKind) wait in
+// line for the room's turn, and only the turn holder asks Redis; a shared
+// or semaphore waiter takes no turn: each has its own place in the
+// server's queue, and others may be let in with it.
 type waitRooms struct {
 	notifier *notifier
 	// tag names this Client's waiters to the release script: a waiter's
@@ -22,39 +30,39 @@ type waitRooms struct {
 	// lock to the waiter announces it on handoverChannel(key, tag), which
 	// only this Client hears. "" without a notifier.
 	tag string
-	// sharedTag is tag for this Client's shared waiters (see
-	// sharedToken): a room of theirs subscribes to a hand-over channel of
-	// its own, next to the exclusive waiters' room of the same lock.
-	sharedTag string
 
 	mu    sync.Mutex
 	rooms map[string]*waitRoom
 }
 
 type waitRoom struct {
-	key      string
+	key string
+	// users, turnHeld, line, sub and linger are guarded by waitRooms.mu.
+	users    int // callers in the room, and the lock that holds its turn
 	turnHeld bool
-	queue    []*queuedWaiter
-	released chan struct{} // buffered: a release was announced
-	sub      *subscription // nil until the turn holder first waited
+	line     []*queuedWaiter
+	sub      *subscription // nil until someone in the room first waited
 	linger   *time.Timer   // closes the room once idle (see leave)
-	// ticket is what a release announces when it hands the lock to the
-	// turn holder, queued on the server (see handoffTicket). A hand-over
-	// to anyone else does not wake the room.
-	ticket atomic.Pointer[string]
-	// handed is the last hand-over to ticket announced with the lease it
-	// gave, which the turn holder may take without a claim (see
-	// acquisition.handedOver).
-	handed atomic.Pointer[handover]
-	// everyHandover: every hand-over announced on the room's channels
-	// wakes it (a room of shared waiters, see shared.go, each of whom
-	// may be the one the lock was handed to or let in). Set before the
-	// room subscribes; never written again.
-	everyHandover bool
 	// seenHeld: the turn holder found the lock held, or holds it; the
 	// callers in line who give up then report ErrNotAcquired. Cleared
 	// when the room goes idle.
 	seenHeld atomic.Bool
+
+	mu sync.Mutex // guards gen and seats; the notifier delivers under it
+	// gen is closed, and replaced, at every plain announcement: whoever
+	// took it before looking at the lock is woken.
+	gen   chan struct{}
+	seats map[string]*seat // by ticket (see handoffTicket)
+}
+
+// seat is a caller's place in a room, where a hand-over to its ticket
+// finds it.
+type seat struct {
+	woken chan struct{} // buffered: a hand-over to it was announced
+	// handed is the last hand-over announced with the lease it gave,
+	// which the caller may take without a claim (see
+	// acquisition.handedOver).
+	handed *handover
 }
 
 // queuedWaiter is a goroutine in line for a room's turn.
@@ -74,33 +82,73 @@ type earlyAttempt struct {
 	reply *redis.Cmd
 }
 
-// handover is an announced hand-over: to the waiter of ticket, with the
-// lease the release gave it.
+// handover is an announced hand-over, with the lease the release gave.
 type handover struct {
-	ticket string
-	lease  time.Duration
+	lease time.Duration
 }
 
-// expect makes the room wake for a hand-over to ticket.
-func (r *waitRoom) expect(ticket string) { r.ticket.Store(&ticket) }
+// expect seats the caller of ticket: a hand-over to it wakes it from now
+// on.
+func (r *waitRoom) expect(ticket string) *seat {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seats == nil {
+		r.seats = map[string]*seat{}
+	}
+	s := r.seats[ticket]
+	if s == nil {
+		s = &seat{woken: make(chan struct{}, 1)}
+		r.seats[ticket] = s
+	}
+	return s
+}
 
-// wants tells whether an announcement wakes the room: a plain release
-// does; a hand-over only when it is to the room's turn holder. A
-// hand-over's announcement is "g:" and the ticket, then "/" and the lease
-// in milliseconds the release gave (see lua/release.lua); one without the
-// lease (a release of an earlier version) is claimed as before.
+// unseat takes ticket's seat out.
+func (r *waitRoom) unseat(ticket string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.seats, ticket)
+}
+
+// wakeup returns a channel closed at the next plain announcement.
+func (r *waitRoom) wakeup() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen == nil {
+		r.gen = make(chan struct{})
+	}
+	return r.gen
+}
+
+// wants delivers an announcement, and tells whether it woke anyone: a
+// plain release wakes everyone; a hand-over only the caller seated with
+// its ticket. A hand-over's announcement is "g:" and the ticket, then
+// "/" and the lease in milliseconds the release gave (see
+// lua/handover.lua); one without the lease (a release of an earlier
+// version, or a shared waiter let in) is claimed as before.
 func (r *waitRoom) wants(payload string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	rest, isHandover := strings.CutPrefix(payload, "g:")
-	if !isHandover || r.everyHandover {
+	if !isHandover {
+		if r.gen != nil {
+			close(r.gen)
+		}
+		r.gen = make(chan struct{})
 		return true
 	}
 	ticket, lease, withLease := strings.Cut(rest, "/")
-	expected := r.ticket.Load()
-	if expected == nil || *expected != ticket {
-		return false
+	s := r.seats[ticket]
+	if s == nil {
+		return false // handed to a waiter of another process
 	}
+	s.handed = nil
 	if ms, err := strconv.ParseInt(lease, 10, 64); withLease && err == nil && ms > 0 && ms <= maxLeaseMs {
-		r.handed.Store(&handover{ticket: ticket, lease: time.Duration(ms) * time.Millisecond})
+		s.handed = &handover{lease: time.Duration(ms) * time.Millisecond}
+	}
+	select {
+	case s.woken <- struct{}{}:
+	default:
 	}
 	return true
 }
@@ -111,21 +159,24 @@ const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 // takeHandover returns the lease of the hand-over to ticket announced
 // since the last call, if any.
 func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
-	h := r.handed.Swap(nil)
-	if h == nil || h.ticket != ticket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seats[ticket]
+	if s == nil || s.handed == nil {
 		return 0, false
 	}
+	h := s.handed
+	s.handed = nil
 	return h.lease, true
 }
 
 // newWaitRooms returns the rooms of a Client; rdb nil means no release
-// announcements to listen to (the turn holder polls).
+// announcements to listen to (waiters poll).
 func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
 	w := &waitRooms{rooms: map[string]*waitRoom{}}
 	if rdb != nil {
 		w.notifier = newNotifier(rdb)
 		w.tag = rand.Text()[:handoverTagLen]
-		w.sharedTag = rand.Text()[:handoverTagLen]
 	}
 	return w
 }
@@ -138,27 +189,29 @@ var (
 	errSeenHeld = errors.New("seen held by the caller ahead in line")
 )
 
-// enter returns the room of key with its turn held by the caller, waiting
-// in line if another goroutine of this Client holds it, and the attempt
-// the goroutine that handed it the turn made for it, if any (for ref, when
-// not nil). The wait in line counts against p, the caller's strategy. It
-// fails with ctx's error, errPatience, or errClosing once closing is
-// closed; if the turn came as it gave up, it returns the room (and any
-// early attempt) with the error: the caller cleans up and leaves the room.
-func (w *waitRooms) enter(ctx context.Context, key string, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
+// enter returns the room of key, and when turn is set, with its turn held
+// by the caller, waiting in line if another goroutine of this Client
+// holds it; then also the attempt the goroutine that handed it the turn
+// made for it, if any (for ref, when not nil). The wait in line counts
+// against p, the caller's strategy. It fails with ctx's error,
+// errPatience, or errClosing once closing is closed; if the turn came as
+// it gave up, it returns the room (and any early attempt) with the error:
+// the caller cleans up and leaves the room.
+func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
 	if room == nil {
-		room = &waitRoom{key: key, released: make(chan struct{}, 1)}
+		room = &waitRoom{key: key}
 		w.rooms[key] = room
 	}
-	if !room.turnHeld {
-		room.turnHeld = true
+	room.users++
+	if !turn || !room.turnHeld {
+		room.turnHeld = room.turnHeld || turn
 		w.mu.Unlock()
 		return room, nil, nil
 	}
 	me := &queuedWaiter{turn: make(chan struct{}), ref: ref}
-	room.queue = append(room.queue, me)
+	room.line = append(room.line, me)
 	w.mu.Unlock()
 
 	if early, err := me.wait(ctx, p, closing); err == nil {
@@ -208,15 +261,16 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 	}
 }
 
-// dropOut takes me out of room's line, and tells whether the turn holder
-// had seen the lock held; out is false when me was no longer in line (the
-// turn is being handed to it).
+// dropOut takes me out of room's line (and the room), and tells whether
+// the turn holder had seen the lock held; out is false when me was no
+// longer in line (the turn is being handed to it).
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, queued := range room.queue {
+	for i, queued := range room.line {
 		if queued == me {
-			room.queue = append(room.queue[:i], room.queue[i+1:]...)
+			room.line = append(room.line[:i], room.line[i+1:]...)
+			room.users--
 			return room.seenHeld.Load(), true
 		}
 	}
@@ -227,15 +281,16 @@ func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out boo
 // next goroutine in line that accepts an early attempt, and returns it; the
 // caller sets its early attempt and then closes its turn. nil: nobody in
 // line (or the next does not accept one), and the caller leaves the room
-// as usual.
+// as usual. The caller's place in the room goes to the next.
 func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(room.queue) == 0 || room.queue[0].ref == nil {
+	if len(room.line) == 0 || room.line[0].ref == nil {
 		return nil
 	}
-	next := room.queue[0]
-	room.queue = room.queue[1:]
+	next := room.line[0]
+	room.line = room.line[1:]
+	room.users--
 	return next
 }
 
@@ -244,19 +299,26 @@ func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 // subscribe and unsubscribe each time.
 const roomLinger = 100 * time.Millisecond
 
-// leave hands the turn to the next in line, or leaves the room idle; an
-// idle room closes after roomLinger unless someone enters it again.
-func (w *waitRooms) leave(room *waitRoom) {
+// leave takes a caller out of the room; with turn, it held the turn,
+// which goes to the next in line. A room left idle closes after
+// roomLinger unless someone enters it again.
+func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(room.queue) > 0 {
-		next := room.queue[0]
-		room.queue = room.queue[1:]
+	room.users--
+	if turn && len(room.line) > 0 {
+		next := room.line[0]
+		room.line = room.line[1:]
 		close(next.turn)
 		return
 	}
-	room.turnHeld = false
-	room.seenHeld.Store(false)
+	if turn {
+		room.turnHeld = false
+		room.seenHeld.Store(false)
+	}
+	if room.users > 0 {
+		return
+	}
 	if room.sub == nil {
 		delete(w.rooms, room.key)
 		return
@@ -271,7 +333,7 @@ func (w *waitRooms) leave(room *waitRoom) {
 // closeIdle closes room unless someone entered it since it went idle.
 func (w *waitRooms) closeIdle(room *waitRoom) {
 	w.mu.Lock()
-	if room.turnHeld || w.rooms[room.key] != room {
+	if room.users > 0 || w.rooms[room.key] != room {
 		w.mu.Unlock()
 		return
 	}
@@ -280,8 +342,6 @@ func (w *waitRooms) closeIdle(room *waitRoom) {
 	room.sub = nil
 	w.mu.Unlock()
 	if sub != nil {
-		// Not under w.mu: unsubscribing is network I/O, and every
-		// waiter of this Client would wait for it.
 		w.notifier.unsubscribe(sub)
 	}
 }
@@ -310,21 +370,17 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	if w.notifier == nil {
 		return
 	}
-	// Only the turn holder touches its room's subscription, so it can
-	// subscribe without holding w.mu across the network call.
 	w.mu.Lock()
 	sub := room.sub
-	w.mu.Unlock()
 	if sub == nil {
 		// The shared channel for plain releases (a release with nobody
 		// live in line, or waiters that cannot queue), and ours for a
-		// hand-over: one SUBSCRIBE, and the second's confirmation, which
-		// comes last, makes the subscription ready.
+		// hand-over: the second's confirmation makes the subscription
+		// ready.
 		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
-		w.mu.Lock()
 		room.sub = sub
-		w.mu.Unlock()
 	}
+	w.mu.Unlock()
 	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
@@ -357,4 +413,13 @@ func (w *waitRooms) close(ctx context.Context) {
 	if w.notifier != nil {
 		w.notifier.wait(ctx)
 	}
+}
+
+// wokenChan is the channel of a hand-over to s; nil (never ready) for no
+// seat.
+func (s *seat) wokenChan() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	return s.woken
 }

@@ -197,9 +197,12 @@ type extendRequest struct {
 	token string
 	ttl   time.Duration
 	kind  lockKind
-	multi *multiRef // a multi lock's names; nil for any other
-	reply int64     // filled in by the store
-	err   error
+	// extraKey is a shared hold's set of holders, or a semaphore's limit
+	// key; multi is a multi lock's names (nil for any other).
+	extraKey string
+	multi    *multiRef
+	reply    int64 // filled in by the store
+	err      error
 }
 
 // batchExtender is implemented by stores that can extend many locks in one

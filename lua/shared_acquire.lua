@@ -23,16 +23,17 @@
 -- ARGV[3]  '1': take the epoch's fence; '0': no fence
 -- ARGV[4]  the caller waits: keep its place in the queue for this many ms;
 --          '0': it does not wait, and does not queue
--- ARGV[5]  PUBLISH, or SPUBLISH on a cluster, to tell the shared waiters
---          let in with the caller (see below); '' for none
--- ARGV[6]  how long (ms) a shared waiter let in has to claim its share
+-- ARGV[5]  how to tell the shared waiters let in with the caller (see
+--          below), and how long (ms) they have to claim their share:
+--          PUBLISH (SPUBLISH on a cluster; nothing for no announcement), a
+--          space, then the ms, as shared_release.lua's ARGV[2]
 -- The caller enters when the key is absent or holds the marker and no
 -- exclusive waiter is queued ahead of it (writers are not starved), when
 -- the key was handed to it by a release (it holds the caller's token:
 -- the hold becomes shared), or when it is in the set already (let in by
 -- another shared holder, or a retried command). Entering, it lets in the
 -- shared waiters at the head of the queue too, up to the first exclusive
--- one, each with ARGV[6] ms to claim, announced as release.lua announces
+-- one, each with ARGV[5]'s ms to claim, announced as release.lua announces
 -- a hand-over.
 -- Returns  fence >= 1   entered, with ARGV[3] = '1': the epoch's fence,
 --                       taken by its first fenced holder as acquire.lua
@@ -129,7 +130,7 @@ if ours then
   -- The shared waiters at the head of the queue come in with us.
   local admitted = {}
   if waiting > 0 then
-    local claim = tonumber(ARGV[6])
+    local claim = tonumber(string.match(ARGV[5], ' (%d+)$'))
     local skipped = 0
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)
     while head[1] and not exclusive(head[1]) do
@@ -149,7 +150,8 @@ if ours then
   local keep = math.max(tonumber(last[2]) - now, 1)
   redis.call('SET', KEYS[1], epoch, 'PX', keep)
   redis.call('PEXPIRE', KEYS[2], keep)
-  if ARGV[5] ~= '' then
+  local publish = string.match(ARGV[5], '^(%S*) ')
+  if publish ~= '' then
     local channel = KEYS[1] .. ':released'
     for _, waiter in ipairs(admitted) do
       local tag = string.match(waiter, '^([A-Z2-7]+)%.')
@@ -157,7 +159,7 @@ if ours then
       if tag then
         to = channel .. ':' .. tag
       end
-      redis.pcall(ARGV[5], to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+      redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
     end
   end
   return fence

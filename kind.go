@@ -1,0 +1,134 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
+)
+
+// lockKind is what a lock is on the server, as a value that the one
+// acquisition loop (acquire.go), the one waiting room (waitroom.go) and
+// the store (single.go) read: which scripts take, keep and let go of it,
+// how its waiters wait, and how errors name it. A kind that needs more
+// than a name keeps it in the lock's lockRef: a semaphore its limit, a
+// multi lock its names (multiRef).
+//
+// How waiters wait, by kind: an exclusive, shared or semaphore waiter
+// queues on the server, where the release that lets it in hands it the
+// lock (or its share, or a slot) and says so on its Client's channel; a
+// multi waiter watches the name that keeps it out, whose release is then
+// announced to everyone listening (see lua/handover.lua). In a Client,
+// the callers waiting for one key wait in line in its room, and only the
+// first asks Redis; an exclusive holder keeps that turn until it lets go,
+// so that the next caller's first attempt rides on its release.
+type lockKind uint8
+
+const (
+	exclusiveLock lockKind = iota // Acquire's: the key holds the token
+	sharedHold                    // AcquireShared's: a member of the shared holders' set
+	semaphoreSlot                 // AcquireSemaphore's: a member of the holders' set
+	multiLock                     // AcquireMulti's: every name's key holds the token
+)
+
+// what names the call in errors.
+func (k lockKind) what() string {
+	return [...]string{"acquire", "acquire shared", "acquire semaphore", "acquire multi"}[k]
+}
+
+// handsOut is what the call hands out, for the error of WithFailOpen.
+func (k lockKind) handsOut() string {
+	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
+}
+
+// keepsTurn tells whether a holder keeps its Client's turn for the key
+// until it lets go: an exclusive holder does, a shared or semaphore holder
+// passes it on at once (others may hold with it), and so does a multi
+// lock, whose release sends no attempt for a waiter.
+func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
+
+// take is the way in of every kind but Acquire (see Client.acquire): it
+// checks the call, lays the lock out (layout fills in what the kind adds
+// to its lockRef), and runs the acquisition.
+func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
+	o, err := c.callOptions(k, opts)
+	if err != nil {
+		return nil, err
+	}
+	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
+	if err != nil {
+		return nil, err
+	}
+	defer c.calls.exit()
+	c.checkServer(ctx, o)
+	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
+	a.init(names, keyLen, layout)
+	defer a.close()
+	return a.run()
+}
+
+// callOptions checks what every acquiring call checks before anything is
+// sent, and returns its options.
+func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if len(opts) > 0 {
+		var perCall options
+		applyOptions(&perCall, opts)
+		if perCall.failOpen {
+			return nil, invalidf("WithFailOpen applies to RunWithLock only: %s cannot hand out %s it does not hold",
+				[...]string{"Acquire", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k], k.handsOut())
+		}
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	return o, c.store.serves(k)
+}
+
+// layoutShared adds a shared hold's keys and arguments to r.
+func layoutShared(o *options, r *lockRef) {
+	r.extraKey = lockrules.Shared(r.key)
+	r.arg = min(handoffClaim, o.ttl).Milliseconds()
+}
+
+// layoutSemaphore returns the layout of a semaphore of limit slots.
+func layoutSemaphore(limit int) func(o *options, r *lockRef) {
+	return func(o *options, r *lockRef) {
+		r.extraKey = r.key + lockrules.LimitSuffix
+		r.arg = int64(limit)
+	}
+}
+
+// The error words of each kind.
+
+// subject names the lock in errors: the name, a semaphore's, or a multi
+// lock's first name and how many more.
+func (a *acquisition) subject() string {
+	switch a.kind {
+	case semaphoreSlot:
+		return fmt.Sprintf("semaphore %q", a.name)
+	case multiLock:
+		if n := len(a.l.ref.multi.names); n > 1 {
+			return fmt.Sprintf("multi lock %q and %d more names", a.name, n-1)
+		}
+		return fmt.Sprintf("multi lock %q", a.name)
+	}
+	return fmt.Sprintf("%q", a.name)
+}
+
+// heldWords says who keeps the caller out.
+func (a *acquisition) heldWords() string {
+	switch a.kind {
+	case sharedHold:
+		return a.subject() + " is held exclusively or an exclusive waiter is ahead" + a.holderLeft()
+	case semaphoreSlot:
+		return fmt.Sprintf("%s has all %d slots held", a.subject(), a.l.ref.arg)
+	case multiLock:
+		return fmt.Sprintf("%s: %q is held by another holder%s", a.subject(), a.blocker, a.holderLeft())
+	}
+	return a.subject() + " is held by another holder" + a.holderLeft()
+}
