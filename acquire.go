@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
@@ -68,6 +69,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	c.checkServer(ctx, o)
 	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: exclusiveLock, start: time.Now()}}
 	a.init(names, keyLen, nil)
+	a.l.caller = callerPC(2) // Acquire's (or RunWithLock's) caller
 	defer a.close()
 	return a.run()
 }
@@ -81,7 +83,7 @@ type call struct {
 	o      *options
 	name   string
 	kind   lockKind
-	l      *Lock // built up front: its commands are prepared once for every attempt
+	l      *hold // built up front: its commands are prepared once for every attempt
 	start  time.Time
 
 	waits      bool // the strategy allows at least one wait
@@ -152,7 +154,7 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names st
 // init builds the Lock (layout adds what its kind needs beyond a key) and
 // decides how to wait.
 func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
-	a.l = &Lock{client: a.c, opts: a.o, name: a.name}
+	a.l = &hold{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
 	r.kind = a.kind
 	r.init(names, keyLen, a.o)
@@ -489,11 +491,13 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	}
 	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	l := &Lock{h: a.l}
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
-			"attempts", a.attempts, "wait", time.Since(a.start), "token", a.l.Token())
+			"attempts", a.attempts, "wait", time.Since(a.start), "token", l.Token())
 	}
-	return a.l, nil
+	runtime.SetFinalizer(l, (*Lock).dropped)
+	return l, nil
 }
 
 func (a *call) fail(err error) (*Lock, error) {

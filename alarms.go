@@ -36,7 +36,7 @@ func newAlarms(bg *background) *alarms {
 // alarm is one lock's safe deadline, kept in the lock.
 type alarm struct {
 	at    time.Time
-	lock  *Lock
+	lock  *hold
 	index int // in the heap; -1 when not in it
 }
 
@@ -92,10 +92,10 @@ func (as *alarms) fire() {
 
 // held returns the locks whose alarms are set: every lock of the Client
 // whose hold has not ended.
-func (as *alarms) held() []*Lock {
+func (as *alarms) held() []*hold {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	locks := make([]*Lock, len(as.queue.items))
+	locks := make([]*hold, len(as.queue.items))
 	for i, a := range as.queue.items {
 		locks[i] = a.lock
 	}

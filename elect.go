@@ -105,7 +105,7 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 			continue
 		}
 		failures = 0
-		o.log().Info("redislock: elected", "name", name, "fence", l.fence)
+		o.log().Info("redislock: elected", "name", name, "fence", l.h.fence)
 		leadErr := l.run(ctx, lead)
 		var lost *LostError
 		switch cause := context.Cause(l.Context()); {

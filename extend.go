@@ -29,46 +29,44 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalidf("Extend TTL %v %s", ttl, bad)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
-	if err := l.endedFor(ctx); err != nil {
+	if err := l.h.endedFor(ctx); err != nil {
 		return err
 	}
-	select {
-	case l.extending <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-l.extending }()
-	if err := l.endedFor(ctx); err != nil { // released or lost while we waited
+	if err := l.h.waitExtending(ctx); err != nil {
 		return err
 	}
-	err := l.extendOnce(ctx, ttl, false)
+	defer l.h.doneExtending()
+	if err := l.h.endedFor(ctx); err != nil { // released or lost while we waited
+		return err
+	}
+	err := l.h.extendOnce(ctx, ttl, false)
 	if err == nil {
-		l.mu.Lock()
-		l.ttl = ttl
-		if l.opts.extendInterval > 0 && l.opts.extendInterval < ttl {
-			l.interval = l.opts.extendInterval
+		l.h.mu.Lock()
+		l.h.ttl = ttl
+		if l.h.opts.extendInterval > 0 && l.h.opts.extendInterval < ttl {
+			l.h.interval = l.h.opts.extendInterval
 		} else {
-			l.interval = ttl / 3
+			l.h.interval = ttl / 3
 		}
-		interval := l.interval
-		l.mu.Unlock()
-		if l.opts.watchdog {
+		interval := l.h.interval
+		l.h.mu.Unlock()
+		if l.h.opts.watchdog {
 			// The next extension is due an interval from now, not at
 			// the old schedule: a shorter lease would run out first.
-			l.client.watchdog().schedule(l, time.Now().Add(interval), interval)
+			l.h.client.watchdog().schedule(l.h, time.Now().Add(interval), interval)
 		}
 	}
 	return err
 }
 
 // extendRequest is l's extension to ttl, for the store.
-func (l *Lock) extendRequest(ttl time.Duration) extendRequest {
+func (l *hold) extendRequest(ttl time.Duration) extendRequest {
 	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
 }
 
 // extendOnce sends one extension and records its outcome. The caller
 // holds l.extending.
-func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
+func (l *hold) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
 	reply, err := l.client.store.extend(ctx, l.extendRequest(ttl))
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
@@ -77,7 +75,7 @@ func (l *Lock) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog boo
 // recordExtension records the outcome of an extension sent at sent: a
 // confirmed one moves the safe deadline; a "not ours" reply loses the lock;
 // an error is kept for the Unreachable loss it may turn into.
-func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
+func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("redislock: extend %q: %w", l.name, err)
@@ -103,7 +101,7 @@ func (l *Lock) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 // confirm moves the safe deadline after an extension sent at sent was
 // confirmed: the server ran it after sent, so the lease lasts at least
 // until sent+ttl by its clock, which ours may lag by the drift.
-func (l *Lock) confirm(sent time.Time, ttl time.Duration) {
+func (l *hold) confirm(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended != nil {

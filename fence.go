@@ -41,7 +41,21 @@ type lockKey struct{}
 // inherited from an outer one, so that the run never reports someone
 // else's lock or fence.
 func withLock(ctx context.Context, l *Lock) context.Context {
-	return context.WithValue(ctx, lockKey{}, l)
+	return &lockContext{ctx, l}
+}
+
+// lockContext is ctx with a Lock as the value of lockKey: a type of our
+// own, so that a Lock can remember its context weakly (see Lock.Context).
+type lockContext struct {
+	context.Context
+	l *Lock
+}
+
+func (c *lockContext) Value(key any) any {
+	if key == (lockKey{}) {
+		return c.l
+	}
+	return c.Context.Value(key)
 }
 
 // LockFromContext returns the Lock whose work ctx belongs to: the context
@@ -63,8 +77,8 @@ func LockFromContext(ctx context.Context) (*Lock, bool) {
 // does not come from a lock.
 func FenceFromContext(ctx context.Context) (int64, bool) {
 	l, ok := LockFromContext(ctx)
-	if !ok || l.fence <= 0 {
+	if !ok || l.h.fence <= 0 {
 		return 0, false
 	}
-	return l.fence, true
+	return l.h.fence, true
 }

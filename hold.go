@@ -2,7 +2,10 @@ package redislock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -20,7 +23,7 @@ import (
 // cancelled with cause, so that whoever sees the context done also finds
 // the log line and the metric. It returns this Client's waiters for the
 // lock (nil if none): the caller hands them the turn.
-func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
+func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	l.mu.Lock()
 	if l.ended != nil {
 		l.mu.Unlock()
@@ -47,7 +50,7 @@ func (l *Lock) end(cause error) (room *waitRoom, ended bool) {
 // lose ends the hold by a loss, unless it ended before (a loss found after
 // a Release is the release's to report), and hands the turn to this
 // Client's next waiter.
-func (l *Lock) lose(reason LostReason, cause error) {
+func (l *hold) lose(reason LostReason, cause error) {
 	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 	if room, ok := l.end(lost); ok && room != nil {
 		l.client.rooms().leave(room, true)
@@ -56,7 +59,7 @@ func (l *Lock) lose(reason LostReason, cause error) {
 
 // cancelLocked cancels the lock's context (now, or when it is made) with
 // cause, unless it was cancelled before: the first cause stays.
-func (l *Lock) cancelLocked(cause error) {
+func (l *hold) cancelLocked(cause error) {
 	if l.doneCause == nil {
 		l.doneCause = cause
 	}
@@ -68,7 +71,7 @@ func (l *Lock) cancelLocked(cause error) {
 // onSafeDeadline runs when the lock's alarm rings (on a goroutine of its
 // own, see alarms), independent of any Redis call under way, so that a
 // stalled connection cannot delay the loss signal.
-func (l *Lock) onSafeDeadline() {
+func (l *hold) onSafeDeadline() {
 	l.mu.Lock()
 	if l.ended != nil {
 		l.mu.Unlock()
@@ -90,12 +93,12 @@ func (l *Lock) onSafeDeadline() {
 
 // onMaxHold ends the hold at its maximum, unless it ended first (a Release
 // racing the timer is a release, not a loss).
-func (l *Lock) onMaxHold() { l.lose(MaxHoldReached, nil) }
+func (l *hold) onMaxHold() { l.lose(MaxHoldReached, nil) }
 
 // announceLoss logs the loss and reports it to the Observer. A lease that
 // ran out with the watchdog off is what the user chose: Info. Every other
 // loss is one the user did not plan: Error.
-func (l *Lock) announceLoss(lost *LostError) {
+func (l *hold) announceLoss(lost *LostError) {
 	level := slog.LevelError
 	if lost.Reason == Expired && !l.opts.watchdog {
 		level = slog.LevelInfo
@@ -108,4 +111,50 @@ func (l *Lock) announceLoss(lost *LostError) {
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveLost(LostEvent{Name: lost.Name, Reason: lost.Reason, HeldFor: lost.HeldFor})
 	}
+}
+
+// errDropped ends the hold of a Lock dropped without Release.
+var errDropped = errors.New("redislock: lock dropped without Release")
+
+// dropped runs as the finalizer of a Lock that became unreachable while
+// held: nothing references it or its Context, so nobody can release it,
+// and the watchdog would extend it for the life of the process. As
+// os.File closes a file dropped open, the hold ends, the drop is logged at
+// Error with where the lock was acquired, and the key is given back in the
+// background (token-checked, as a Release). It runs on the runtime's
+// finalizer goroutine and does not wait for the network.
+func (l *Lock) dropped() {
+	h := l.h
+	h.mu.Lock()
+	mine := h.releasing == releaseNone && h.ended == nil
+	if mine {
+		h.releasing = releaseDone
+	}
+	h.mu.Unlock()
+	if !mine {
+		return // released or lost before: nothing is held
+	}
+	room, ended := h.end(errDropped)
+	if !ended {
+		return
+	}
+	if room != nil {
+		h.client.rooms().leave(room, true)
+	}
+	h.client.janitor().add(&h.ref, time.Now().Add(h.currentTTL()))
+	heldFor := time.Since(h.acquiredAt)
+	frame, _ := runtime.CallersFrames([]uintptr{h.caller}).Next()
+	h.opts.log().Error("redislock: lock dropped without Release; releasing it",
+		"name", h.name, "held_for", heldFor, "acquired_at", fmt.Sprintf("%s:%d", frame.File, frame.Line))
+	if h.opts.observer != nil {
+		h.opts.observer.ObserveRelease(ReleaseEvent{Name: h.name, HeldFor: heldFor, Err: errDropped})
+	}
+}
+
+// callerPC returns the program counter of the caller skip frames above
+// callerPC's caller: where a lock is acquired, for dropped.
+func callerPC(skip int) uintptr {
+	var pc [1]uintptr
+	runtime.Callers(skip+2, pc[:])
+	return pc[0]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -165,9 +166,11 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 
 		t.Run("at most 100 holders are listed; Count has them all", func(t *testing.T) {
 			c := redislock.New(b.rdb, quiet, redislock.WithWatchdog(false), redislock.WithTTL(time.Minute))
+			var holders []*redislock.Lock // kept: a dropped Lock is released by itself
 			for i := range 120 {
-				_, err := c.AcquireSemaphore(ctx, "crowd", 200, redislock.WithMetadata(fmt.Sprintf("n=%03d", i)))
+				l, err := c.AcquireSemaphore(ctx, "crowd", 200, redislock.WithMetadata(fmt.Sprintf("n=%03d", i)))
 				require.NoError(t, err)
+				holders = append(holders, l)
 			}
 			info, err := operator.Inspect(ctx, "crowd")
 			require.NoError(t, err)
@@ -176,6 +179,7 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 			require.True(t, slices.IsSortedFunc(info.Holders, func(a, b redislock.HolderInfo) int { return int(a.TTL - b.TTL) }))
 			_, err = operator.Break(ctx, "crowd")
 			require.NoError(t, err)
+			runtime.KeepAlive(holders)
 		})
 
 		t.Run("still one round trip", func(t *testing.T) {

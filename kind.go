@@ -64,6 +64,7 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	c.checkServer(ctx, o)
 	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
 	a.init(names, keyLen, layout)
+	a.l.caller = callerPC(2) // AcquireShared's, AcquireSemaphore's or AcquireMulti's caller
 	defer a.close()
 	return a.run()
 }

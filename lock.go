@@ -7,12 +7,27 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
-// goroutine that acquired it, and must not be copied. Release it when done.
+// goroutine that acquired it, and must not be copied. Release it when done:
+// a Lock that becomes unreachable while held (with its Context) is
+// released by the Client and logged at Error (see Client.dropped).
 type Lock struct {
+	h *hold
+	// ctx is the context Context returned last, held weakly: a Lock must
+	// not keep alive a context that keeps it alive, or a dropped Lock
+	// would never be collected. Guarded by h.mu.
+	ctx weak.Pointer[lockContext]
+}
+
+// hold is a held lock's state: what the Client's watchdog, alarms and
+// janitor reach. It never points back at its Lock, so that a Lock its
+// holder drops becomes unreachable (see Client.dropped).
+type hold struct {
 	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
 	// before the Client's scheduler, alarms and janitor mutexes;
 	// waitRooms.mu and the notifier's mutex are never held with l.mu. The
@@ -27,8 +42,12 @@ type Lock struct {
 	acquiredAt time.Time
 
 	// extending serialises extensions (watchdog and Extend), so that the
-	// last confirmed one is also the last one Redis executed.
-	extending chan struct{}
+	// last confirmed one is also the last one Redis executed. The
+	// watchdog only tries to take it; Extend waits on extendFreed, made
+	// (guarded by mu) only when it has to wait: a hold allocates nothing
+	// for it.
+	extending   atomic.Bool
+	extendFreed chan struct{}
 
 	mu            sync.Mutex
 	ttl           time.Duration // current lease; Extend may change it
@@ -45,11 +64,15 @@ type Lock struct {
 	releasing int
 	// The lock's context is made on first use (most holders never ask
 	// for it): parent gives its values; doneCause, once set, is the cause
-	// it is (or will be made) cancelled with.
+	// it is (or will be made) cancelled with. ctx carries no Lock (see
+	// Lock.Context).
 	parent    context.Context
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	doneCause error
+	// caller is where the lock was acquired (a program counter), for the
+	// log of a Lock dropped while held.
+	caller uintptr
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
@@ -57,7 +80,7 @@ type Lock struct {
 
 // start makes l the held lock, acquired with fence by a command sent at
 // sent: the safe-deadline and max-hold timers and the watchdog start.
-func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
+func (l *hold) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
 	l.startLeased(ctx, fence, sent, sent, l.opts.ttl, room)
 }
 
@@ -67,11 +90,10 @@ func (l *Lock) start(ctx context.Context, fence int64, sent time.Time, room *wai
 // lease is dated from an attempt before the hand-over while the hold
 // (WithMaxHold, HeldFor) counts from the take. When lease is shorter than
 // the TTL, the watchdog extends it to the TTL at once.
-func (l *Lock) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
+func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
 	l.acquiredAt, l.watch = took, watchState{index: -1}
-	l.extending = make(chan struct{}, 1)
 	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -96,7 +118,7 @@ func (l *Lock) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 // currentTTL returns the lease the lock is extended by.
-func (l *Lock) currentTTL() time.Duration {
+func (l *hold) currentTTL() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ttl
@@ -108,7 +130,7 @@ func (l *Lock) Name() string {
 	if l == nil {
 		return ""
 	}
-	return l.name
+	return l.h.name
 }
 
 // Key returns the Redis key that holds the token (for a Lock from
@@ -117,7 +139,7 @@ func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.ref.key
+	return l.h.ref.key
 }
 
 // Token returns the random token that identifies this acquisition. Treat it
@@ -128,6 +150,11 @@ func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
+	return l.h.token()
+}
+
+// token is the random token, without the metadata after it.
+func (l *hold) token() string {
 	token, _, _ := strings.Cut(l.ref.token, metadataSeparator)
 	return token
 }
@@ -139,11 +166,11 @@ func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
 	}
-	return l.fence
+	return l.h.fence
 }
 
 // pastSafeDeadline tells whether the safe deadline has passed.
-func (l *Lock) pastSafeDeadline() bool {
+func (l *hold) pastSafeDeadline() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !time.Now().Before(l.safeDeadline)
@@ -159,9 +186,9 @@ func (l *Lock) Valid() bool {
 	if l == nil {
 		return false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended == nil && time.Now().Before(l.safeDeadline)
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
 }
 
 // Context returns a context that carries the values of the context given to
@@ -176,12 +203,27 @@ func (l *Lock) Context() context.Context {
 		cancel(errNilLock)
 		return ctx
 	}
+	// The hold's context, with the Lock as a value: the hold never
+	// points at the Lock. While a caller keeps it, every call returns it.
+	parent := l.h.context()
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	if ctx := l.ctx.Value(); ctx != nil {
+		return ctx
+	}
+	ctx := &lockContext{parent, l}
+	l.ctx = weak.Make(ctx)
+	return ctx
+}
+
+// context returns the hold's context, made on first use: it keeps the
+// acquire context's values but not its cancellation (a short wait timeout
+// must not end the hold), and is cancelled when the hold ends.
+func (l *hold) context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
-		// The lock's context keeps the acquire context's values but not
-		// its cancellation: a short wait timeout must not end the hold.
-		l.ctx, l.cancel = context.WithCancelCause(withLock(context.WithoutCancel(l.parent), l))
+		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
 		if l.doneCause != nil {
 			l.cancel(l.doneCause)
 		}
@@ -200,21 +242,21 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, invalidf("nil context")
 	}
-	if err := l.endedFor(ctx); err != nil {
+	if err := l.h.endedFor(ctx); err != nil {
 		return 0, err
 	}
-	reply, err := l.client.store.pttl(ctx, &l.ref)
+	reply, err := l.h.client.store.pttl(ctx, &l.h.ref)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.name, err)
+		return 0, fmt.Errorf("redislock: TTL of %q: %w", l.h.name, err)
 	case reply == -2:
-		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.lostName())
+		return 0, fmt.Errorf("%w: %q: key is gone", ErrNotHeld, l.h.lostName())
 	case reply == -3:
-		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.lostName())
+		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.h.lostName())
 	case reply == -1:
-		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.name)
+		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.h.name)
 	case reply < 0 || reply > int64(math.MaxInt64/time.Millisecond):
-		return 0, fmt.Errorf("redislock: TTL of %q: unexpected reply %d from the pttl script", l.name, reply)
+		return 0, fmt.Errorf("redislock: TTL of %q: unexpected reply %d from the pttl script", l.h.name, reply)
 	}
 	return time.Duration(reply) * time.Millisecond, nil
 }
@@ -223,11 +265,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // lock's context is done too. (A loss is logged and observed before the
 // context is cancelled, so there is a moment when it is not yet; waiting
 // for it is bounded by ctx.)
-func (l *Lock) endedFor(ctx context.Context) error {
+func (l *hold) endedFor(ctx context.Context) error {
 	err := l.notHeld()
 	if err != nil {
 		select {
-		case <-l.Context().Done():
+		case <-l.context().Done():
 		case <-ctx.Done():
 		}
 	}
@@ -236,7 +278,7 @@ func (l *Lock) endedFor(ctx context.Context) error {
 
 // notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
 // ended (released, lost or closed), and nil before.
-func (l *Lock) notHeld() error {
+func (l *hold) notHeld() error {
 	l.mu.Lock()
 	cause := l.ended
 	l.mu.Unlock()
@@ -247,4 +289,39 @@ func (l *Lock) notHeld() error {
 		return fmt.Errorf("%w: %q was released", ErrNotHeld, l.name)
 	}
 	return join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
+}
+
+// tryExtending takes the extension slot if it is free.
+func (l *hold) tryExtending() bool { return l.extending.CompareAndSwap(false, true) }
+
+// waitExtending takes the extension slot, waiting for it within ctx.
+func (l *hold) waitExtending(ctx context.Context) error {
+	for !l.tryExtending() {
+		l.mu.Lock()
+		if l.extendFreed == nil {
+			l.extendFreed = make(chan struct{})
+		}
+		freed := l.extendFreed
+		l.mu.Unlock()
+		if l.tryExtending() { // freed before we could wait for it
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// doneExtending frees the extension slot, and wakes who waits for it.
+func (l *hold) doneExtending() {
+	l.extending.Store(false)
+	l.mu.Lock()
+	if l.extendFreed != nil {
+		close(l.extendFreed)
+		l.extendFreed = nil
+	}
+	l.mu.Unlock()
 }

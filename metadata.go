@@ -88,5 +88,5 @@ func (l *Lock) Metadata() string {
 	if l == nil {
 		return ""
 	}
-	return l.opts.metadata
+	return l.h.opts.metadata
 }

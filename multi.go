@@ -324,9 +324,9 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	if l == nil {
 		return 0, false
 	}
-	m := l.ref.multi
+	m := l.h.ref.multi
 	if m == nil {
-		return l.fence, name == l.name && l.fence > 0
+		return l.h.fence, name == l.h.name && l.h.fence > 0
 	}
 	i, ok := m.index[name]
 	if !ok || m.fences[i] <= 0 {
@@ -337,7 +337,7 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 
 // lostName is the name a loss of l reports: for a multi lock, the name
 // found gone or someone else's (the first name when none was).
-func (l *Lock) lostName() string {
+func (l *hold) lostName() string {
 	if l.ref.multi != nil {
 		return l.ref.multi.lostName()
 	}

@@ -31,7 +31,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	_, err := l.release(ctx, true)
+	_, err := l.h.release(ctx, true)
 	return err
 }
 
@@ -40,14 +40,14 @@ func (l *Lock) Release(ctx context.Context) error {
 // held and nobody noticed in time (watchdog off, or a pause). detach makes
 // the detached attempt when ctx ends first; without it ctx is the only
 // bound (RunWithLock's own detached context of ReleaseTimeout).
-func (l *Lock) release(ctx context.Context, detach bool) (*LostError, error) {
+func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.mu.Lock()
 	if l.releasing != releaseNone {
 		// Another Release sent (or is sending) it: report the hold
 		// ended once the lock's context says so too.
 		l.mu.Unlock()
 		select {
-		case <-l.Context().Done():
+		case <-l.context().Done():
 		case <-ctx.Done():
 		}
 		if err := l.notHeld(); err != nil {
@@ -106,7 +106,7 @@ func (l *Lock) release(ctx context.Context, detach bool) (*LostError, error) {
 		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
-		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.Token())
+		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.token())
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: time.Since(l.acquiredAt), Err: err})
@@ -119,7 +119,7 @@ func (l *Lock) release(ctx context.Context, detach bool) (*LostError, error) {
 // to expire): when room is not nil, the next in line gets the turn, and,
 // on a store that can, its first attempt goes in the same round trip as
 // our release, right behind it.
-func (l *Lock) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
+func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	var next *queuedWaiter
 	pipe, canPipe := l.client.store.(releaseAttempter)
 	if room != nil && canPipe {

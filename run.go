@@ -59,9 +59,10 @@ func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }
 
+// run runs fn holding l, and releases it (see RunWithLock).
 func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	runCtx, cancel := context.WithCancelCause(withLock(ctx, l))
-	lockCtx := l.Context()
+	lockCtx := l.h.context()
 	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
 	defer func() {
 		stopForwarding()
@@ -70,15 +71,15 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 		errors.As(context.Cause(lockCtx), &lost)
 
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
-		foundLost, releaseErr := l.release(releaseCtx, false)
+		foundLost, releaseErr := l.h.release(releaseCtx, false)
 		cancelRelease()
 		switch {
 		case lost != nil:
 		case foundLost != nil:
 			lost = foundLost
 		case releaseErr != nil:
-			l.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
-				"name", l.name, "error", releaseErr)
+			l.h.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
+				"name", l.h.name, "error", releaseErr)
 		}
 		if lost != nil {
 			err = join(lost, err)

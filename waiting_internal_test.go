@@ -194,13 +194,13 @@ func TestAReleaseRacingTheWatchdogIsNoLoss(t *testing.T) {
 
 	s := c.watchdog()
 	s.mu.Lock()
-	require.Equal(t, 0, l.watch.index, "the lock waits in the heap")
-	heap.Remove(&s.queue, l.watch.index) // the scheduler pops it as due
+	require.Equal(t, 0, l.h.watch.index, "the lock waits in the heap")
+	heap.Remove(&s.queue, l.h.watch.index) // the scheduler pops it as due
 	s.mu.Unlock()
 
 	require.NoError(t, l.Release(ctx))
 	before := mini.CommandCount()
-	s.extend([]*Lock{l}) // the scheduler's turn comes
+	s.extend([]*hold{l.h}) // the scheduler's turn comes
 	require.Equal(t, before, mini.CommandCount(), "no extension was sent after the release")
 	require.Zero(t, lost.n.Load(), "the release was reported as a loss")
 	require.ErrorIs(t, context.Cause(l.Context()), ErrReleased)
@@ -227,7 +227,7 @@ func TestAMaxHoldTimerFiringAfterReleaseIsNoLoss(t *testing.T) {
 	l, err := c.Acquire(context.Background(), "job")
 	require.NoError(t, err)
 	require.NoError(t, l.Release(context.Background()))
-	l.onMaxHold() // the callback that lost the race to Release
+	l.h.onMaxHold() // the callback that lost the race to Release
 	require.Zero(t, lost.n.Load(), "a clean release was reported as a loss")
 	require.ErrorIs(t, context.Cause(l.Context()), ErrReleased)
 }

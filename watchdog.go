@@ -38,7 +38,7 @@ type scheduler struct {
 	watchAt   time.Time // when to join watch, once locks have been held for watchDelay; zero: not pending
 
 	mu    sync.Mutex
-	queue timeHeap[*Lock] // by watch.due
+	queue timeHeap[*hold] // by watch.due
 	timer lazyTimer       // fires s.fire
 	busy  bool            // fire's goroutine is running: it sets the timer when done
 	// failing: the last batch had an extension that could not reach
@@ -49,8 +49,8 @@ type scheduler struct {
 
 func newScheduler(s store, bg *background) *scheduler {
 	sc := &scheduler{store: s, bg: bg}
-	sc.queue.when = func(l *Lock) time.Time { return l.watch.due }
-	sc.queue.slot = func(l *Lock) *int { return &l.watch.index }
+	sc.queue.when = func(l *hold) time.Time { return l.watch.due }
+	sc.queue.slot = func(l *hold) *int { return &l.watch.index }
 	sc.timer.fire = func() {
 		if bg.enter() {
 			defer bg.exit()
@@ -69,7 +69,7 @@ type watchState struct {
 }
 
 // schedule puts l in the heap, due at due, unless it was unwatched.
-func (s *scheduler) schedule(l *Lock, due time.Time, interval time.Duration) {
+func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l.watch.unwatched {
@@ -106,8 +106,8 @@ func (s *scheduler) leaveWatchLocked() {
 }
 
 // unwatch takes l out for good. An extension of l already under way is not
-// interrupted: wait for it by taking l.extending.
-func (s *scheduler) unwatch(l *Lock) {
+// interrupted: wait for it by taking the extension slot.
+func (s *scheduler) unwatch(l *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.watch.unwatched = true
@@ -162,7 +162,7 @@ func (s *scheduler) fire() {
 	s.joinWatchLocked(time.Now())
 	for {
 		now := time.Now()
-		var batch []*Lock
+		var batch []*hold
 		for {
 			first, ok := s.queue.first()
 			if !ok {
@@ -211,21 +211,20 @@ type batchExtender interface {
 	extendBatch(ctx context.Context, reqs []extendRequest)
 }
 
-func (s *scheduler) extend(batch []*Lock) {
+func (s *scheduler) extend(batch []*hold) {
 	ready := batch[:0]
 	for _, l := range batch {
-		select {
-		case l.extending <- struct{}{}:
-			if l.notHeld() != nil {
-				// Released (or lost) between leaving the heap and
-				// now: nothing to extend.
-				<-l.extending
-				continue
-			}
-			ready = append(ready, l)
-		default: // a manual Extend is under way: come back shortly
+		if !l.tryExtending() { // a manual Extend is under way: come back shortly
 			s.schedule(l, time.Now().Add(time.Millisecond), time.Millisecond)
+			continue
 		}
+		if l.notHeld() != nil {
+			// Released (or lost) between leaving the heap and now:
+			// nothing to extend.
+			l.doneExtending()
+			continue
+		}
+		ready = append(ready, l)
 	}
 	if len(ready) == 0 {
 		return
@@ -264,7 +263,7 @@ func (s *scheduler) extend(batch []*Lock) {
 	s.noteReachability(reqs)
 	for i, l := range ready {
 		err := l.recordExtension(sent, latency, reqs[i].ttl, reqs[i].reply, reqs[i].err, true)
-		<-l.extending
+		l.doneExtending()
 		if err == nil {
 			s.schedule(l, sent.Add(intervals[i]), intervals[i])
 			continue
