@@ -239,7 +239,7 @@ func (a *acquisition) run() (*Lock, error) {
 // where it waits for that name's release.
 func (a *acquisition) watch() error {
 	m := a.l.ref.multi
-	key := m.keys[m.index[a.blocker]]
+	key := m.keys[m.blocker]
 	if a.room != nil && a.room.key == key {
 		return nil
 	}
@@ -487,7 +487,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 		}
 	}
 	if m := a.l.ref.multi; m != nil {
-		a.fence = m.fences[m.index[m.first]]
+		a.fence = m.fences[m.firstAt]
 	}
 	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)

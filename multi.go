@@ -88,24 +88,27 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 // script each takes. Written before the Lock is handed out and never
 // again, except lost.
 type multiRef struct {
-	first string // the caller's names[0]
+	first   string // the caller's names[0]
+	firstAt int    // its place in names
 	// blocker is the place in names of the name that kept the last
 	// attempt out; watcher the caller's entry in its queue while it waits
 	// (see lua/multi_acquire.lua). Written by the attempts only.
 	blocker int
 	watcher string
-	// commands are the attempts' EVALSHAs, one per group, built by the
-	// first attempt.
-	commands  [][]any
-	names     []string // by hash slot (on a cluster), then name
-	keys      []string // the names' lock keys, in that order
+	// acquires and releases are the EVALSHAs of an attempt and of the
+	// release of the lock's own token, one per group, prepared on first
+	// use (see prepare); releasing is the lockRef that token is in.
+	acquires, releases [][]any
+	releasing          *lockRef
+	names              []string // by hash slot (on a cluster), then name
+	keys               []string // the names' lock keys, in that order
+	// spans are "prefix{name}:qx" (see lockKeys): each name's key, queue
+	// and expiries are its prefixes.
+	spans     []string
 	fenceKeys []string // their fence counters; nil without fencing
-	// queues: their queues, then the queues' expiries, where a waiting
-	// caller's watcher goes (see lua/multi_acquire.lua)
-	queues []string
-	groups []multiGroup
-	index  map[string]int // name -> its place in names
-	fences []int64        // by names' order, once acquired
+	groups    []multiGroup
+	oneGroup  [1]multiGroup // groups' array on one server
+	fences    []int64       // by names' order, once acquired
 	// lost is 1 + the place of the last name a script found gone or
 	// someone else's, 0 if none: the name a loss reports.
 	lost atomic.Int64
@@ -120,53 +123,88 @@ type multiGroup struct{ from, to int }
 // refuse.
 func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
-		name, key string
-		slot      int
+		name, span string
+		keyLen     int
+		slot, at   int
 	}
 	entries := make([]entry, len(names))
-	index := make(map[string]int, len(names))
 	for i, name := range names {
 		if name == "" {
 			return nil, invalidf("AcquireMulti: names[%d] is empty", i)
 		}
-		if j, twice := index[name]; twice {
-			return nil, invalidf("AcquireMulti: %q is given twice (names[%d] and names[%d])", name, j, i)
-		}
-		index[name] = i
-		key, err := lockrules.Lock(prefix, name)
+		span, keyLen, err := lockKeys(prefix, name)
 		if err != nil {
-			return nil, invalidf("AcquireMulti: names[%d]: %v", i, err)
+			return nil, invalidf("AcquireMulti: names[%d]: %v", i, strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": "))
 		}
-		e := entry{name: name, key: key}
+		e := entry{name: name, span: span, keyLen: keyLen, at: i}
 		if cluster {
-			e.slot = lockrules.Slot(key)
+			e.slot = lockrules.Slot(span[:keyLen])
 		}
 		entries[i] = e
 	}
 	// One global order, so that two callers with overlapping sets take
 	// the names they share in the same order.
 	slices.SortFunc(entries, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name))
+		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
-	m := &multiRef{first: names[0], index: index, fences: make([]int64, len(names))}
-	m.names, m.keys = make([]string, len(entries)), make([]string, len(entries))
-	m.queues = make([]string, 2*len(entries))
+	m := &multiRef{first: names[0], fences: make([]int64, len(names))}
+	all := make([]string, 3*len(entries))
+	m.names, m.keys, m.spans = all[:len(entries)], all[len(entries):2*len(entries)], all[2*len(entries):]
 	if fencing {
 		m.fenceKeys = make([]string, len(entries))
 	}
+	m.groups = m.oneGroup[:0]
 	for i, e := range entries {
-		m.names[i], m.keys[i] = e.name, e.key
-		m.queues[i], m.queues[len(entries)+i] = lockrules.Queue(e.key), lockrules.Expiry(e.key)
-		if fencing {
-			m.fenceKeys[i] = lockrules.Fence(e.key)
+		if i > 0 && e.name == entries[i-1].name {
+			return nil, invalidf("AcquireMulti: %q is given twice (names[%d] and names[%d])", e.name, entries[i-1].at, e.at)
 		}
-		index[e.name] = i
+		m.names[i], m.keys[i], m.spans[i] = e.name, e.span[:e.keyLen], e.span
+		if fencing {
+			m.fenceKeys[i] = lockrules.Fence(m.keys[i])
+		}
+		if e.at == 0 {
+			m.firstAt = i
+		}
 		if i == 0 || e.slot != entries[i-1].slot {
 			m.groups = append(m.groups, multiGroup{from: i})
 		}
 		m.groups[len(m.groups)-1].to = i + 1
 	}
 	return m, nil
+}
+
+// prepare returns, for each group, the EVALSHA of the script sha on its
+// names' keys, then their extra keys (each a []string by names' order),
+// then args. A group's first key is a string (go-redis routes by it); the
+// other keys go in as *string, which go-redis writes as the string, so
+// that nothing is boxed per key.
+func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
+	cmds := make([][]any, len(m.groups))
+	for i, g := range m.groups {
+		n := g.to - g.from
+		cmd := make([]any, 0, 3+n*(1+len(extra))+len(args))
+		cmd = append(cmd, "evalsha", sha, n*(1+len(extra)), m.keys[g.from])
+		for j := g.from + 1; j < g.to; j++ {
+			cmd = append(cmd, &m.keys[j])
+		}
+		for _, keys := range extra {
+			for j := g.from; j < g.to; j++ {
+				cmd = append(cmd, &keys[j])
+			}
+		}
+		cmds[i] = append(cmd, args...)
+	}
+	return cmds
+}
+
+// queues returns the names' queues and their expiries, by names' order.
+func (m *multiRef) queues() (queues, expiries []string) {
+	both := make([]string, 2*len(m.keys))
+	queues, expiries = both[:len(m.keys)], both[len(m.keys):]
+	for i, span := range m.spans {
+		queues[i], expiries[i] = span[:len(m.keys[i])+2], span
+	}
+	return queues, expiries
 }
 
 // lostName returns the name a loss reports: the one a script found gone
@@ -200,31 +238,37 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	return code, nil
 }
 
-// runGroups runs script on every group of m (or the first upto), in one
-// pipeline (a cluster splits it by node), with EVAL for those that met
-// NOSCRIPT, and returns each group's command.
-func (s singleStore) runGroups(ctx context.Context, script *redis.Script, m *multiRef, upto int, args ...any) []*redis.Cmd {
-	groups := m.groups[:upto]
-	cmds := make([]*redis.Cmd, len(groups))
-	if len(groups) == 1 {
-		cmds[0] = script.Run(ctx, s.rdb, m.keys[groups[0].from:groups[0].to], args...)
-		return cmds
+// runGroups sends the first upto of cmds (one per group, see prepare) of
+// the script whose source is source, and returns each one's command: one
+// group through the batcher, several in one pipeline (a cluster splits it
+// by node), with EVAL for those that met NOSCRIPT.
+func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
+	replies := make([]*redis.Cmd, upto)
+	if upto == 1 {
+		replies[0] = s.run(ctx, source, cmds[0], false)
+		return replies
 	}
 	pipe := s.rdb.Pipeline()
-	for i, g := range groups {
-		cmds[i] = script.EvalSha(ctx, pipe, m.keys[g.from:g.to], args...)
+	send := func(i int, cmd []any) {
+		replies[i] = redis.NewCmd(ctx, cmd...)
+		replies[i].SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, replies[i])
+	}
+	for i := range upto {
+		send(i, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	again := false
-	for i, g := range groups {
-		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds[i], again = script.Eval(ctx, pipe, m.keys[g.from:g.to], args...), true
+	for i := range upto {
+		if err := replies[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			send(i, append([]any{"eval", source}, cmds[i][2:]...))
+			again = true
 		}
 	}
 	if again {
 		_, _ = pipe.Exec(ctx)
 	}
-	return cmds
+	return replies
 }
 
 // combine folds the groups' verdicts into the lock's: the first "not
@@ -250,14 +294,14 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 // the script goes with its WAIT.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
-		cmd, ackErr := runScript(ctx, s.rdb, o, multiExtendScript, m.keys, token, ttl.Milliseconds())
+		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
 		reply, err := m.verdict(cmd, m.groups[0])
 		if err == nil && reply == replyDone && ackErr != nil {
 			err = ackErr // extended on the primary only: not confirmed
 		}
 		return reply, err
 	}
-	return combine(m, s.runGroups(ctx, multiExtendScript, m, len(m.groups), token, ttl.Milliseconds()))
+	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
 // releaseMulti deletes every name of ref's multi lock (of its first upto
@@ -265,7 +309,12 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 // release.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
-	reply, err := combine(m, s.runGroups(ctx, multiReleaseScript, m, upto, ref.token, s.publishCommand()))
+	releases := m.releases
+	if m.releasing != ref {
+		// Another token than the lock's (an attempt's give-back): not kept.
+		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7])
+	}
+	reply, err := combine(m, s.runGroups(ctx, multiReleaseSource, releases, upto))
 	if err == nil {
 		s.ranScript()
 	}
@@ -276,7 +325,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 // multi lock, or -2 (gone) / -3 (foreign) for the first name not ours.
 func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error) {
 	m := ref.multi
-	cmds := s.runGroups(ctx, multiPTTLScript, m, len(m.groups), ref.token)
+	cmds := s.runGroups(ctx, multiPTTLSource, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
 	shortest := int64(-1)
 	for i, cmd := range cmds {
 		reply, err := m.verdict(cmd, m.groups[i])
@@ -328,8 +377,8 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	if m == nil {
 		return l.h.fence, name == l.h.name && l.h.fence > 0
 	}
-	i, ok := m.index[name]
-	if !ok || m.fences[i] <= 0 {
+	i := slices.Index(m.names, name)
+	if i < 0 || m.fences[i] <= 0 {
 		return 0, false
 	}
 	return m.fences[i], true
@@ -352,16 +401,16 @@ func (l *hold) lostName() string {
 // goes in that name's queue (see lua/multi_acquire.lua).
 func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	m := ref.multi
-	if m.commands == nil {
-		m.commands = m.acquireCommands(ref, o)
+	if m.acquires == nil {
+		m.prepareFor(ref, o)
 	}
 	for gi, g := range m.groups {
 		var cmd *redis.Cmd
 		var ackErr error
 		if o.replicas > 0 {
-			cmd, ackErr = runAcked(ctx, s.rdb, o, multiAcquireSource, m.commands[gi])
+			cmd, ackErr = runAcked(ctx, s.rdb, o, multiAcquireSource, m.acquires[gi])
 		} else {
-			cmd = s.run(ctx, multiAcquireSource, m.commands[gi], ref.waiting)
+			cmd = s.run(ctx, multiAcquireSource, m.acquires[gi], ref.waiting)
 		}
 		took, heldAt, holder, err := parseMultiAcquire(cmd, m.fences[g.from:g.to], o.fencing)
 		if err == nil && took && ackErr != nil {
@@ -387,35 +436,24 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 	return true, 0, 0, nil
 }
 
-// acquireCommands builds the EVALSHA of each group's attempt, under ref's
-// token (read when sent: every attempt has its own).
-func (m *multiRef) acquireCommands(ref *lockRef, o *options) [][]any {
+// prepareFor prepares the attempts' commands, under ref's token (read
+// when sent: every attempt has its own), and the lock's release; the
+// attempts are the only writers, before the Lock is handed out.
+func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
 	if o.fencing {
 		fenced = "1"
 	}
+	var extra [][]string
+	if o.fencing {
+		extra = append(extra, m.fenceKeys)
+	}
 	if ref.waiting {
-		wait = queueHoldArg
+		queues, expiries := m.queues()
+		extra, wait = append(extra, queues, expiries), queueHoldArg
 	}
-	n := len(m.keys)
-	commands := make([][]any, len(m.groups))
-	for i, g := range m.groups {
-		keys := m.keys[g.from:g.to]
-		if o.fencing {
-			keys = append(slices.Clip(keys), m.fenceKeys[g.from:g.to]...)
-		}
-		if ref.waiting {
-			keys = append(slices.Clip(keys), m.queues[g.from:g.to]...)
-			keys = append(keys, m.queues[n+g.from:n+g.to]...)
-		}
-		command := make([]any, 0, 3+len(keys)+5)
-		command = append(command, "evalsha", multiAcquireSHA, len(keys))
-		for _, key := range keys {
-			command = append(command, key)
-		}
-		commands[i] = append(command, &ref.token, ref.ttlArg, fenced, wait, m.watcher)
-	}
-	return commands
+	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
+	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
 }
 
 // giveBack releases, token-checked, what the first upto groups of ref took
@@ -428,7 +466,7 @@ func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	}
 	// A copy: the next attempt has a token of its own, which a late
 	// clean-up of this one must not use.
-	taken := &lockRef{key: ref.key, keyArg: ref.keyArg, token: ref.token, kind: multiLock, multi: ref.multi}
+	taken := &lockRef{key: ref.key, keyArg: ref.keyArg, token: ref.token, kind: multiLock, multi: ref.multi, releaseArgs: ref.releaseArgs}
 	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 	defer cancel()
 	if _, err := s.releaseMulti(ctx, taken, upto); err != nil && s.cleaner != nil {
@@ -442,14 +480,14 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 	if err != nil {
 		return false, 0, 0, err
 	}
-	bad := fmt.Errorf("unexpected reply %v from the multi acquire script", vals)
+	bad := func() error { return fmt.Errorf("unexpected reply %v from the multi acquire script", vals) }
 	code, _ := vals[0].(int64)
 	switch {
 	case code == 1 && len(vals) == len(fences)+1:
 		for i := range fences {
 			f, ok := vals[i+1].(int64)
 			if !ok || fencing != (f > 0) || f < 0 {
-				return false, 0, 0, bad
+				return false, 0, 0, bad()
 			}
 			fences[i] = f
 		}
@@ -458,9 +496,9 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		i, ok1 := vals[1].(int64)
 		pttl, ok2 := vals[2].(int64)
 		if !ok1 || !ok2 || i < 1 || i > int64(len(fences)) {
-			return false, 0, 0, bad
+			return false, 0, 0, bad()
 		}
 		return false, int(i - 1), holderTTL(pttl), nil
 	}
-	return false, 0, 0, bad
+	return false, 0, 0, bad()
 }

@@ -77,6 +77,9 @@ var (
 	semAcquireSHA   any = semAcquireScript.Hash()
 	semReleaseSHA   any = semReleaseScript.Hash()
 	multiAcquireSHA any = multiAcquireScript.Hash()
+	multiExtendSHA  any = multiExtendScript.Hash()
+	multiReleaseSHA any = multiReleaseScript.Hash()
+	multiPTTLSHA    any = multiPTTLScript.Hash()
 )
 
 // The shared (readers-writer) hold's scripts (see shared.go): the

@@ -79,7 +79,9 @@ func requireGoneWaitersHandedNothing(t *testing.T, b *backend, holderKind, waite
 	t.Helper()
 	ctx := context.Background()
 	c := redislock.New(b.rdb, quiet)
-	holder, err := holderKind.acquire(ctx, c, name, redislock.WithTTL(200*time.Millisecond), redislock.WithWatchdog(false))
+	// (The sequence takes the lock for 200 ms first; a second
+	// leaves room for a slow machine, and the Extend makes it 3 s alike.)
+	holder, err := holderKind.acquire(ctx, c, name, redislock.WithTTL(time.Second), redislock.WithWatchdog(false))
 	require.NoError(t, err)
 	require.NoError(t, holder.Extend(ctx, 3*time.Second))
 
@@ -104,7 +106,7 @@ func requireGoneWaitersHandedNothing(t *testing.T, b *backend, holderKind, waite
 	}
 
 	require.NoError(t, holder.Release(ctx))
-	next, err := holderKind.acquire(ctx, c, name, redislock.WithTTL(300*time.Millisecond))
+	next, err := holderKind.acquire(ctx, c, name, redislock.WithTTL(2*time.Second))
 	require.NoError(t, err, "a caller that does not wait, right after the release")
 	require.NoError(t, next.Release(ctx))
 }

@@ -24,14 +24,22 @@
 --                       WRONGTYPE when the key holds something else
 local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wait = tonumber(ARGV[5])
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'zset' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
+-- The common case, a name nobody holds and nobody waits for, takes the
+-- commands it needs only: ZCARD (which also finds a key of another type),
+-- TIME, ZCARD of the queue, then the ZADD, SET and PEXPIRE of the slot.
+local held = redis.pcall('ZCARD', KEYS[1])
+if type(held) == 'table' then
+  if string.find(held.err, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
+  end
+  return held
 end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
--- Nobody waiting (the common case): no queue to prune or to keep order in.
+if held > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  held = redis.call('ZCARD', KEYS[1])
+end
 local waiting = redis.call('ZCARD', KEYS[3])
 if waiting > 0 then
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
@@ -39,14 +47,13 @@ if waiting > 0 then
     redis.call('ZREM', KEYS[4], gone)
   end
 end
-local held = redis.call('ZCARD', KEYS[1])
 if held > 0 then
   local current = redis.call('GET', KEYS[2])
   if current and current ~= ARGV[3] then
     return redis.error_reply('SEMLIMIT ' .. current)
   end
 end
-local ours = redis.call('ZSCORE', KEYS[1], token) ~= false
+local ours = held > 0 and redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
   -- Arrival order: the waiters ahead of us are owed the free slots first.
   local ahead = waiting > 0 and redis.call('ZRANK', KEYS[3], token) or waiting
@@ -60,10 +67,12 @@ if ours then
     redis.call('ZREM', KEYS[4], token)
   end
   -- The set (and its limit) vanish with the last lease.
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   local keep = ttl
-  if last[2] then
-    keep = math.max(tonumber(last[2]) - now, ttl)
+  if held > 0 then
+    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    if last[2] then
+      keep = math.max(tonumber(last[2]) - now, ttl)
+    end
   end
   redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)

@@ -52,10 +52,6 @@ if type(value) == 'table' and value.err then
   end
   return value
 end
-local kind = redis.call('TYPE', KEYS[2]).ok
-if kind ~= 'zset' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' holds a ' .. kind .. ', not the shared holders')
-end
 local function shared(waiter)
   return string.match(waiter, '^[A-Z2-7]*%.?s') ~= nil
 end
@@ -66,7 +62,14 @@ local function exclusive(waiter)
 end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- The holders' leases that ended go; a key of another type says so here.
+local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if type(pruned) == 'table' then
+  if string.find(pruned.err, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' holds a ' .. redis.call('TYPE', KEYS[2]).ok .. ', not the shared holders')
+  end
+  return pruned
+end
 local waiting = redis.call('ZCARD', KEYS[3])
 if waiting > 0 then
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
@@ -146,8 +149,12 @@ if ours then
     end
   end
   redis.call('ZADD', KEYS[2], now + ttl, token)
-  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  local keep = math.max(tonumber(last[2]) - now, 1)
+  -- The key lasts as long as the latest lease: ours, in a new epoch.
+  local keep = ttl
+  if marked then
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    keep = math.max(tonumber(last[2]) - now, 1)
+  end
   redis.call('SET', KEYS[1], epoch, 'PX', keep)
   redis.call('PEXPIRE', KEYS[2], keep)
   local publish = string.match(ARGV[5], '^(%S*) ')

@@ -36,29 +36,28 @@ if type(value) == 'table' and value.err then
 end
 local reply = 1
 if value ~= token then
-  local kind = redis.call('TYPE', KEYS[4]).ok
-  if kind ~= 'zset' and kind ~= 'none' then
-    return -1
-  end
   if not value or string.sub(value, 1, #MARK) ~= MARK then
     -- No shares now: ours ended with the epoch (nothing to do but tidy).
-    redis.call('ZREM', KEYS[4], token)
-    if value then
-      return -1
+    local gone = redis.pcall('ZREM', KEYS[4], token)
+    if value or type(gone) == 'table' then
+      return -1 -- another holder's token, or the set is of another type
     end
     return 0
   end
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  local lease = redis.call('ZSCORE', KEYS[4], token)
+  local lease = redis.pcall('ZSCORE', KEYS[4], token)
+  if type(lease) == 'table' then
+    return -1 -- the set is of another type
+  end
   redis.call('ZREM', KEYS[4], token)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   if not lease or tonumber(lease) <= now then
     reply = 0
   end
   local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  if last[2] then
+  if last[2] and tonumber(last[2]) > now then
     -- Others still hold it: the key lasts as long as the latest lease.
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
     local keep = math.max(tonumber(last[2]) - now, 1)
     redis.call('PEXPIRE', KEYS[1], keep)
     redis.call('PEXPIRE', KEYS[4], keep)
@@ -66,7 +65,13 @@ if value ~= token then
   end
 end
 -- The last shared holder left (or the key was handed to us as we gave
--- up): as release.lua, the lock goes to the first live waiter.
+-- up): as release.lua, the lock goes to the first live waiter; with
+-- nobody in line (the common case), the key and the set just go.
+local head = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+if type(head) == 'table' and not head.err and not head[1] then
+  redis.call('DEL', KEYS[1], KEYS[4])
+  return reply
+end
 redis.call('DEL', KEYS[4])
 handOver(KEYS[1], KEYS[2], KEYS[3], publish, claim)
 return reply
