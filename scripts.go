@@ -46,7 +46,8 @@ var (
 	//go:embed lua/semaphore_extend.lua
 	semExtendSource string
 	//go:embed lua/semaphore_release.lua
-	semReleaseSource string
+	semReleaseBody   string
+	semReleaseSource = handoverSource + semReleaseBody
 	//go:embed lua/semaphore_pttl.lua
 	semPTTLSource string
 

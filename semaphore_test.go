@@ -320,9 +320,15 @@ func TestSemaphoreACL(t *testing.T) {
 			rdb := setACLUser(t, admin, "sem-"+drop[1:], slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == drop })...)
 			c := redislock.New(rdb, quiet)
 			name := "acl-" + drop[1:]
-			// Every call a semaphore makes: a holder, a waiter that queues
-			// and comes back, the holder's release, the waiter's claim.
+			// Every call a semaphore makes: a holder and its extension, a
+			// waiter that queues, the holder's release (which hands the
+			// slot to the waiter), and a waiter that finds a slot whose
+			// holder's lease ran out while another still waits (it counts
+			// the waiters ahead of it).
 			l, err := c.AcquireSemaphore(ctx, name, 1)
+			if err == nil {
+				err = l.Extend(ctx, time.Minute)
+			}
 			if err == nil {
 				waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
@@ -339,13 +345,27 @@ func TestSemaphoreACL(t *testing.T) {
 				}, "the waiter neither queued nor failed")
 				err = errors.Join(l.Release(ctx), <-waiter)
 			}
+			if err == nil {
+				short, err2 := c.AcquireSemaphore(ctx, name+"-lapse", 1, redislock.WithTTL(100*time.Millisecond), redislock.WithWatchdog(false))
+				err = err2
+				if err == nil {
+					waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					_, err = c.AcquireSemaphore(waitCtx, name+"-lapse", 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+					_ = short
+				}
+			}
 			// Redis 7.0 words a refusal inside a script without the NOPERM prefix.
 			require.Error(t, err)
 			require.Regexp(t, `NOPERM|can't run this command`, err.Error())
 			if l == nil {
 				require.Zero(t, admin.ZCard(ctx, "lock:{"+name+"}").Val(), "a refused acquire holds no slot")
 			}
-			require.NoError(t, c.Close(ctx))
+			// A refused release leaves the slot to its lease; Close is
+			// refused the same way.
+			if err := c.Close(ctx); err != nil {
+				require.Regexp(t, `NOPERM|can't run this command`, err.Error())
+			}
 		})
 	}
 }

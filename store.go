@@ -148,7 +148,7 @@ func (r *lockRef) commands(o *options, publish any) {
 		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
 			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
 	case semaphoreSlot:
-		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, "0"}
+		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
 	default:
 		r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
 	}

@@ -43,6 +43,7 @@ func contenders() []contender {
 		{"raw", openRaw},
 		{"ours", openOurs(redislock.WithRetry(redislock.LinearBackoff(pollInterval)))},
 		{"ours-readme", openOurs(redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 200*time.Millisecond)))},
+		{"ours-semaphore", openOursSemaphore(redislock.WithRetry(redislock.LinearBackoff(pollInterval)))},
 		{"bsm", openBSM(pollInterval)},
 		{"bsm-10ms", openBSM(10 * time.Millisecond)},
 		{"redsync", openRedsync()},
@@ -129,6 +130,25 @@ func (m oursMutex) lock(ctx context.Context, name string) (func(context.Context)
 }
 
 func (m oursMutex) close() error { return m.rdb.Close() }
+
+// oursSemaphore is a semaphore of 1 (AcquireSemaphore): one holder at a
+// time, so every acquisition under contention is a hand-over of its slot.
+type oursSemaphore struct{ oursMutex }
+
+func openOursSemaphore(opts ...redislock.Option) func(string, *callCounter) (mutex, error) {
+	return func(addr string, counter *callCounter) (mutex, error) {
+		rdb := newGoRedis(addr, counter)
+		return oursSemaphore{oursMutex{rdb, redislock.New(rdb, opts...)}}, nil
+	}
+}
+
+func (m oursSemaphore) lock(ctx context.Context, name string) (func(context.Context) error, error) {
+	l, err := m.locker.AcquireSemaphore(ctx, name, 1)
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
 
 type bsmMutex struct {
 	rdb    *redis.Client

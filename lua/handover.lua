@@ -1,6 +1,6 @@
 -- handover: how a lock that is let go passes on, written once for
--- release.lua, shared_release.lua and break.lua, which start with it (see
--- scripts.go). Not a script of its own.
+-- release.lua, shared_release.lua, semaphore_release.lua and break.lua,
+-- which start with it (see scripts.go). Not a script of its own.
 -- The lock's queue (see acquire.lua) holds waiters' tokens, and watchers:
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
@@ -17,6 +17,16 @@
 -- for no announcement; announcing runs under pcall, so a user not allowed
 -- to publish still lets go (waiters then come back at their refresh).
 -- Returns true when the lock was handed to a waiter.
+-- announceHandover(publish, channel, member, lease) is that announcement.
+local function announceHandover(publish, channel, member, lease)
+  if publish ~= '' then
+    local tag = string.match(member, '^([A-Z2-7]+)%.')
+    if tag then
+      channel = channel .. ':' .. tag
+    end
+    redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
+  end
+end
 local function handOver(key, queue, expiries, publish, lease)
   local channel = key .. ':released'
   local clock = redis.call('TIME')
@@ -34,14 +44,7 @@ local function handOver(key, queue, expiries, publish, lease)
       redis.pcall('ZREM', expiries, member)
       if live then
         redis.call('SET', key, member, 'PX', lease)
-        if publish ~= '' then
-          local tag = string.match(member, '^([A-Z2-7]+)%.')
-          local to = channel
-          if tag then
-            to = channel .. ':' .. tag
-          end
-          redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
-        end
+        announceHandover(publish, channel, member, lease)
         return true
       end
     end

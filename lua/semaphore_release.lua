@@ -1,14 +1,20 @@
--- semaphore_release: give back our slot, and announce it to the waiters.
--- A waiter giving up runs this script too (ARGV[4]): it leaves the queue,
--- and gives back a slot its lost reply may have taken.
+-- semaphore_release: give back our slot, and hand it to the first waiter
+-- in line whose place has not lapsed: it becomes a holder for ARGV[3] ms,
+-- announced to its Client as handover.lua announces a lock's hand-over
+-- (which comes first), and takes the slot or claims it. A waiter giving up
+-- runs this script too (ARGV[4]): it leaves the queue, gives back a slot
+-- its lost reply may have taken (or that was handed to it), and tells the
+-- waiters behind it, who may now be owed a slot.
 -- KEYS[1]  the holders (see semaphore_acquire.lua)
 -- KEYS[2]  the queue
 -- KEYS[3]  the queue's expiries
 -- ARGV[1]  the holder's token
--- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: the announcement '1' goes to
---          the channel KEYS[1] .. ':released' when someone waits; '' for none
--- ARGV[3]  unused (the exclusive release's hand-over claim; same layout)
+-- ARGV[2]  PUBLISH, or SPUBLISH on a cluster; '' for none
+-- ARGV[3]  how long (ms) the slot handed to a waiter is held for it
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up
+-- Announces 'g:' .. t .. '/' .. ARGV[3] (see handover.lua) to the waiter
+--          handed the slot; '1' on KEYS[1] .. ':released' when a waiter
+--          left and others wait
 -- Returns  1   released
 --          0   our slot is gone (its lease ended, or it was deleted)
 --          -1  the key holds a value of another type
@@ -18,24 +24,37 @@ if ARGV[4] == '1' then
   left = redis.call('ZREM', KEYS[2], token)
   redis.call('ZREM', KEYS[3], token)
 end
-local kind = redis.call('TYPE', KEYS[1]).ok
+local lease = redis.pcall('ZSCORE', KEYS[1], token)
+if type(lease) == 'table' then
+  return -1 -- a value of another type
+end
 local reply = 0
-if kind ~= 'zset' and kind ~= 'none' then
-  reply = -1
-elseif kind == 'zset' then
-  local lease = redis.call('ZSCORE', KEYS[1], token)
-  if lease then
-    redis.call('ZREM', KEYS[1], token)
-    local clock = redis.call('TIME')
-    local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-    if tonumber(lease) > now then
-      reply = 1
-    end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+if lease then
+  redis.call('ZREM', KEYS[1], token)
+  if tonumber(lease) > now then
+    reply = 1
   end
 end
-if (reply == 1 or left == 1) and ARGV[2] ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
-  -- pcall: a user not allowed to publish still releases; waiters then
-  -- come back at their refresh.
+if reply == 1 then
+  -- The slot goes to the first live waiter, if any.
+  local skipped = 0
+  local member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  while member do
+    local lapses = tonumber(redis.call('ZSCORE', KEYS[3], member))
+    redis.call('ZREM', KEYS[2], member)
+    redis.call('ZREM', KEYS[3], member)
+    if lapses and lapses > now then
+      redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), member)
+      announceHandover(ARGV[2], KEYS[1] .. ':released', member, ARGV[3])
+      return reply
+    end
+    member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  end
+elseif left == 1 and ARGV[2] ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
+  -- pcall: a user not allowed to publish still leaves; waiters then come
+  -- back at their refresh.
   redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
 end
 return reply
