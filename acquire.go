@@ -49,8 +49,8 @@ import (
 // not learn (a timeout, a dead connection) is given back in the background,
 // token-checked, until its lease would have run out.
 //
-// On success the caller must call Lock.Release; with the watchdog on
-// (the default) the lock is otherwise extended until the process exits.
+// On success the caller must call Lock.Release; a Lock dropped while held
+// is released only once the garbage collector finds it (see Lock).
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	o, err := c.callOptions(exclusiveLock, opts)
 	if err != nil {

@@ -243,7 +243,7 @@ func TestACallerWhoseContextEndsWhileQueuedSendsNothing(t *testing.T) {
 		require.Zero(t, rdb.Exists(ctx, DefaultKeyPrefix+"{quitter}").Val())
 		c.cleaner.mu.Lock()
 		defer c.cleaner.mu.Unlock()
-		require.Zero(t, c.cleaner.queue.Len(), "nor is there anything for the janitor to give back")
+		require.Zero(t, c.cleaner.items.Len(), "nor is there anything for the janitor to give back")
 		require.False(t, c.cleaner.busy)
 	})
 }

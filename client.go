@@ -108,7 +108,7 @@ func (c *Client) setup() {
 		c.scheduler.watchRDB, c.scheduler.watchOpts = c.notify, &c.opts
 	}
 	c.deadlines = newAlarms(&c.bg)
-	c.waiting = newWaitRooms(c.notify)
+	c.waiting = newWaitRooms(c.notify, c.deadlines)
 }
 
 // New returns a Client on rdb; opts set the defaults of every call. New does

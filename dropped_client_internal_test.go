@@ -64,7 +64,7 @@ func TestCloseLeavesNoTimer(t *testing.T) {
 		require.True(t, timer.closed, name)
 		require.True(t, timer.armed.IsZero(), name)
 	}
-	require.False(t, held.h.maxHoldTimer.Stop(), "the max-hold timer was stopped")
+	require.Equal(t, -1, held.h.maxHoldAlarm.index, "the max-hold alarm was cancelled")
 	c.cleaner.addUncertain(&held.h.ref, time.Hour)
 	require.True(t, c.cleaner.timer.armed.IsZero(), "a closed janitor takes nothing")
 }

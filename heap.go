@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"container/heap"
+	"sync"
 	"time"
 )
 
@@ -69,4 +70,134 @@ func (h *timeHeap[T]) Pop() any {
 	h.items = h.items[:n]
 	*h.slot(item) = -1
 	return item
+}
+
+// timedQueue is the one timed queue behind a Client's watchdog (due
+// extensions), alarms (safe deadlines, maximum holds, idle rooms) and
+// janitor (give-backs): items due at a time, taken in rounds by one
+// lazyTimer on its own goroutine. A round hands every item that is due
+// (or within slack of it) to run, without the mutex; rounds follow each
+// other until none is due, and the timer is then set for the next item,
+// or stopped when none is left. So a queue owns no goroutine between
+// rounds and one during them. Its owner embeds it, and guards its own
+// state with mu.
+type timedQueue[T any] struct {
+	mu    sync.Mutex
+	items timeHeap[T]
+	timer lazyTimer
+	busy  bool // a round is running: it sets the timer when done
+	// slack is how early an item may join a round (nil: not early);
+	// run runs one round; beforeRounds and idle, when set, run with mu
+	// held when rounds begin and when the queue is left empty.
+	slack        func(T) time.Duration
+	run          func(due []T)
+	beforeRounds func(now time.Time)
+	idle         func()
+	// also, when not zero, is another time the timer must fire at (the
+	// watchdog's restart watch, see scheduler).
+	also time.Time
+}
+
+// init sets the queue up: when and slot say where an item keeps its time
+// and its place (see timeHeap); rounds run while bg lets new work start.
+func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
+	q.items.when, q.items.slot, q.run = when, slot, run
+	q.timer.fire = func() {
+		if bg.enter() {
+			defer bg.exit()
+			q.fire()
+		}
+	}
+}
+
+// setLocked puts x in the queue, or moves it after its time changed.
+func (q *timedQueue[T]) setLocked(x T) {
+	q.items.set(x)
+	q.armLocked()
+}
+
+// removeLocked takes x out, if it is in.
+func (q *timedQueue[T]) removeLocked(x T) {
+	q.items.remove(x)
+	if q.items.Len() == 0 && !q.busy {
+		// Nothing left: a set timer would keep the Client alive until
+		// it fires (see lazyTimer.stop).
+		q.timer.stop()
+		if q.idle != nil {
+			q.idle()
+		}
+	}
+}
+
+// armLocked sets the timer for the earliest item (or also), unless a
+// round is running: it sets the timer when done.
+func (q *timedQueue[T]) armLocked() {
+	if q.busy {
+		return
+	}
+	at := q.also
+	if first, ok := q.items.first(); ok && (at.IsZero() || q.items.when(first).Before(at)) {
+		at = q.items.when(first)
+	}
+	if !at.IsZero() {
+		q.timer.arm(at)
+	}
+}
+
+// fire runs on the timer's goroutine: the rounds of what is due, then the
+// timer for the next.
+func (q *timedQueue[T]) fire() {
+	q.mu.Lock()
+	if q.busy {
+		// An arm raced a firing that is already running: it will set
+		// the timer when done.
+		q.mu.Unlock()
+		return
+	}
+	q.busy = true
+	q.timer.fired()
+	if q.beforeRounds != nil {
+		q.beforeRounds(time.Now())
+	}
+	for due := q.takeDueLocked(time.Now()); len(due) > 0; due = q.takeDueLocked(time.Now()) {
+		q.mu.Unlock()
+		q.run(due)
+		q.mu.Lock()
+	}
+	q.busy = false
+	if q.items.Len() == 0 {
+		q.timer.stop()
+		if q.idle != nil {
+			q.idle()
+		}
+	}
+	q.armLocked()
+	q.mu.Unlock()
+}
+
+// takeDueLocked takes out every item due at now (or within its slack).
+func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
+	var due []T
+	for {
+		first, ok := q.items.first()
+		if !ok {
+			return due
+		}
+		at := now
+		if q.slack != nil {
+			at = now.Add(q.slack(first))
+		}
+		x, ok := q.items.popDue(at)
+		if !ok {
+			return due
+		}
+		due = append(due, x)
+	}
+}
+
+// close stops the timer for good (Client.Close): later arms do nothing.
+func (q *timedQueue[T]) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.timer.close()
 }

@@ -31,8 +31,8 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	}
 	l.ended = cause
 	l.client.alarms().cancel(&l.deadlineAlarm)
-	if l.maxHoldTimer != nil {
-		l.maxHoldTimer.Stop()
+	if l.maxHoldAlarm.rings != nil {
+		l.client.alarms().cancel(&l.maxHoldAlarm)
 	}
 	room, l.room = l.room, nil
 	l.mu.Unlock()

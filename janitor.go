@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -23,12 +22,7 @@ import (
 // there is nothing to do.
 type janitor struct {
 	store store
-	bg    *background
-
-	mu    sync.Mutex
-	queue timeHeap[*cleanup]
-	timer lazyTimer
-	busy  bool // fire's goroutine is running: it sets the timer when done
+	timedQueue[*cleanup]
 }
 
 // cleanup is one token to give back.
@@ -64,15 +58,8 @@ const (
 )
 
 func newJanitor(s store, bg *background) *janitor {
-	j := &janitor{store: s, bg: bg}
-	j.queue.when = func(c *cleanup) time.Time { return c.due }
-	j.queue.slot = func(c *cleanup) *int { return &c.index }
-	j.timer.fire = func() {
-		if bg.enter() {
-			defer bg.exit()
-			j.fire()
-		}
-	}
+	j := &janitor{store: s}
+	j.init(bg, func(c *cleanup) time.Time { return c.due }, func(c *cleanup) *int { return &c.index }, j.round)
 	return j
 }
 
@@ -99,51 +86,14 @@ func (j *janitor) push(c *cleanup) {
 		return // Client.Close swept the last round
 	}
 	c.due, c.index = time.Now(), -1
-	j.queue.set(c)
-	if !j.busy {
-		j.timer.arm(c.due)
-	}
+	j.setLocked(c)
 }
 
-// fire runs on the timer's goroutine: it sends every due clean-up, round
-// after round, then sets the timer for the next or stops it.
-func (j *janitor) fire() {
-	j.mu.Lock()
-	if j.busy {
-		j.mu.Unlock()
-		return
-	}
-	j.busy = true
-	j.timer.fired()
-	for {
-		batch := j.takeDueLocked(time.Now())
-		if len(batch) == 0 {
-			break
-		}
-		j.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), janitorRoundTimeout)
-		j.sweep(ctx, batch)
-		cancel()
-		j.mu.Lock()
-	}
-	j.busy = false
-	if next, ok := j.queue.first(); ok {
-		j.timer.arm(next.due)
-	} else {
-		j.timer.stop()
-	}
-	j.mu.Unlock()
-}
-
-func (j *janitor) takeDueLocked(now time.Time) []*cleanup {
-	var batch []*cleanup
-	for {
-		c, ok := j.queue.popDue(now)
-		if !ok {
-			return batch
-		}
-		batch = append(batch, c)
-	}
+// round sends the give-backs that are due, within janitorRoundTimeout.
+func (j *janitor) round(due []*cleanup) {
+	ctx, cancel := context.WithTimeout(context.Background(), janitorRoundTimeout)
+	defer cancel()
+	j.sweep(ctx, due)
 }
 
 // sweep sends one round and puts back what must be tried again.
@@ -170,7 +120,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 		}
 		c.tries++
 		c.due = now.Add(min(janitorFirstRetry<<min(c.tries-1, 16), janitorMaxRetry))
-		j.queue.set(c)
+		j.items.set(c) // a round is running: it sets the timer
 	}
 }
 

@@ -54,8 +54,8 @@ type hold struct {
 	interval      time.Duration // current watchdog interval
 	safeDeadline  time.Time     // monotonic; the lease cannot have ended before it
 	deadlineAlarm alarm         // rings at safeDeadline (Client.alarms)
-	maxHoldTimer  *time.Timer
-	lastErr       error // the last extension error, for an Unreachable loss
+	maxHoldAlarm  alarm         // rings at the maximum hold, if any
+	lastErr       error         // the last extension error, for an Unreachable loss
 	// ended is what ended the hold (ErrReleased, a *LostError, or an
 	// error matching ErrClosed); nil while held. Set once, by end.
 	ended error
@@ -97,10 +97,11 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.deadlineAlarm = alarm{lock: l, index: -1}
+	l.deadlineAlarm = alarm{rings: (*safeDeadlineRing)(l), index: -1}
 	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 	if o.maxHold > 0 {
-		l.maxHoldTimer = time.AfterFunc(time.Until(took.Add(o.maxHold)), l.onMaxHold)
+		l.maxHoldAlarm = alarm{rings: (*maxHoldRing)(l), index: -1}
+		l.client.alarms().set(&l.maxHoldAlarm, took.Add(o.maxHold))
 	}
 	if o.watchdog {
 		due := sent.Add(l.interval)

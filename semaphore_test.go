@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -346,13 +347,23 @@ func TestSemaphoreACL(t *testing.T) {
 				err = errors.Join(l.Release(ctx), <-waiter)
 			}
 			if err == nil {
-				short, err2 := c.AcquireSemaphore(ctx, name+"-lapse", 1, redislock.WithTTL(100*time.Millisecond), redislock.WithWatchdog(false))
+				lapsing, err2 := c.AcquireSemaphore(ctx, name+"-lapse", 1, redislock.WithTTL(time.Second), redislock.WithWatchdog(false))
 				err = err2
 				if err == nil {
 					waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					defer cancel()
-					_, err = c.AcquireSemaphore(waitCtx, name+"-lapse", 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-					_ = short
+					waiter := make(chan error, 1)
+					go func() {
+						_, err := c.AcquireSemaphore(waitCtx, name+"-lapse", 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+						waiter <- err
+					}()
+					// Queued before the lease runs out: its attempt then
+					// counts the waiters ahead of it.
+					eventually(t, 5*time.Second, func() bool {
+						return admin.ZCard(ctx, "lock:{"+name+"-lapse}:q").Val() == 1 || len(waiter) == 1
+					}, "the waiter neither queued nor failed")
+					err = <-waiter
+					runtime.KeepAlive(lapsing)
 				}
 			}
 			// Redis 7.0 words a refusal inside a script without the NOPERM prefix.

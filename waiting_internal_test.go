@@ -195,7 +195,7 @@ func TestAReleaseRacingTheWatchdogIsNoLoss(t *testing.T) {
 	s := c.watchdog()
 	s.mu.Lock()
 	require.Equal(t, 0, l.h.watch.index, "the lock waits in the heap")
-	heap.Remove(&s.queue, l.h.watch.index) // the scheduler pops it as due
+	heap.Remove(&s.items, l.h.watch.index) // the scheduler pops it as due
 	s.mu.Unlock()
 
 	require.NoError(t, l.Release(ctx))

@@ -25,6 +25,7 @@ import (
 // server's queue, and others may be let in with it.
 type waitRooms struct {
 	notifier *notifier
+	alarms   *alarms // the Client's: they close the rooms left idle
 	// tag names this Client's waiters to the release script: a waiter's
 	// token begins with it (see waiterToken), and a release that hands the
 	// lock to the waiter announces it on handoverChannel(key, tag), which
@@ -42,7 +43,9 @@ type waitRoom struct {
 	turnHeld bool
 	line     []*queuedWaiter
 	sub      *subscription // nil until someone in the room first waited
-	linger   *time.Timer   // closes the room once idle (see leave)
+	// linger closes the room once idle (see leave), ringing lingerRing.
+	linger     alarm
+	lingerRing idleRoomRing
 	// seenHeld: the turn holder found the lock held, or holds it; the
 	// callers in line who give up then report ErrNotAcquired. Cleared
 	// when the room goes idle.
@@ -172,8 +175,8 @@ func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 
 // newWaitRooms returns the rooms of a Client; rdb nil means no release
 // announcements to listen to (waiters poll).
-func newWaitRooms(rdb redis.UniversalClient) *waitRooms {
-	w := &waitRooms{rooms: map[string]*waitRoom{}}
+func newWaitRooms(rdb redis.UniversalClient, as *alarms) *waitRooms {
+	w := &waitRooms{rooms: map[string]*waitRoom{}, alarms: as}
 	if rdb != nil {
 		w.notifier = newNotifier(rdb)
 		w.tag = rand.Text()[:handoverTagLen]
@@ -202,6 +205,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 	room := w.rooms[key]
 	if room == nil {
 		room = &waitRoom{key: key}
+		room.lingerRing = idleRoomRing{w, room}
+		room.linger = alarm{rings: &room.lingerRing, index: -1}
 		w.rooms[key] = room
 	}
 	room.users++
@@ -323,11 +328,7 @@ func (w *waitRooms) leave(room *waitRoom, turn bool) {
 		delete(w.rooms, room.key)
 		return
 	}
-	if room.linger == nil {
-		room.linger = time.AfterFunc(roomLinger, func() { w.closeIdle(room) })
-	} else {
-		room.linger.Reset(roomLinger)
-	}
+	w.alarms.set(&room.linger, time.Now().Add(roomLinger))
 }
 
 // closeIdle closes room unless someone entered it since it went idle.
@@ -397,9 +398,7 @@ func (w *waitRooms) close(ctx context.Context) {
 	w.mu.Lock()
 	var subs []*subscription
 	for key, room := range w.rooms {
-		if room.linger != nil {
-			room.linger.Stop()
-		}
+		w.alarms.cancel(&room.linger)
 		if room.sub != nil {
 			subs = append(subs, room.sub)
 			room.sub = nil

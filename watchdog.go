@@ -34,13 +34,12 @@ type scheduler struct {
 	watchRDB  redis.UniversalClient
 	watchOpts *options
 	watch     *restartWatch
-	watching  bool      // a member of watch
-	watchAt   time.Time // when to join watch, once locks have been held for watchDelay; zero: not pending
+	watching  bool // a member of watch; it joins once locks have been held for watchDelay (timedQueue.also)
 
-	mu    sync.Mutex
-	queue timeHeap[*hold] // by watch.due
-	timer lazyTimer       // fires s.fire
-	busy  bool            // fire's goroutine is running: it sets the timer when done
+	// timedQueue: the held locks by when each is due for extension; its
+	// mu guards the scheduler. An item may join a round a quarter of its
+	// interval early (watch.slack): extending a little early is harmless.
+	timedQueue[*hold]
 	// failing: the last batch had an extension that could not reach
 	// Redis. The first batch that reaches it again has every other
 	// held lock checked at once (see noteReachability).
@@ -49,14 +48,10 @@ type scheduler struct {
 
 func newScheduler(s store, bg *background) *scheduler {
 	sc := &scheduler{store: s, bg: bg}
-	sc.queue.when = func(l *hold) time.Time { return l.watch.due }
-	sc.queue.slot = func(l *hold) *int { return &l.watch.index }
-	sc.timer.fire = func() {
-		if bg.enter() {
-			defer bg.exit()
-			sc.fire()
-		}
-	}
+	sc.init(bg, func(l *hold) time.Time { return l.watch.due }, func(l *hold) *int { return &l.watch.index }, sc.extend)
+	sc.slack = func(l *hold) time.Duration { return l.watch.slack }
+	sc.beforeRounds = sc.joinWatchLocked
+	sc.idle = sc.leaveWatchLocked
 	return sc
 }
 
@@ -76,20 +71,19 @@ func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 		return
 	}
 	l.watch.due, l.watch.slack = due, interval/4
-	s.queue.set(l)
-	if s.watchRDB != nil && !s.watching && s.watchAt.IsZero() {
-		s.watchAt = time.Now().Add(watchDelay)
+	if s.watchRDB != nil && !s.watching && s.also.IsZero() {
+		s.also = time.Now().Add(watchDelay) // when to join the restart watch
 	}
-	s.armLocked()
+	s.setLocked(l)
 }
 
 // joinWatchLocked makes the scheduler a member of its restart watch (see
 // restartWatch) once locks have been held for watchDelay, unless it is one.
 func (s *scheduler) joinWatchLocked(now time.Time) {
-	if s.watching || s.watchAt.IsZero() || now.Before(s.watchAt) {
+	if s.watching || s.also.IsZero() || now.Before(s.also) {
 		return
 	}
-	s.watchAt = time.Time{}
+	s.also = time.Time{}
 	if s.watch == nil || !s.watch.join(s) {
 		s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
 	}
@@ -98,7 +92,7 @@ func (s *scheduler) joinWatchLocked(now time.Time) {
 
 // leaveWatchLocked ends the membership: no lock is left to check.
 func (s *scheduler) leaveWatchLocked() {
-	s.watchAt = time.Time{}
+	s.also = time.Time{}
 	if s.watching {
 		s.watch.leave(s)
 		s.watching = false
@@ -111,13 +105,7 @@ func (s *scheduler) unwatch(l *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.watch.unwatched = true
-	s.queue.remove(l)
-	if s.queue.Len() == 0 && !s.busy {
-		// Nothing left to extend: a set timer would keep the Client
-		// alive until it fires (see lazyTimer.stop).
-		s.timer.stop()
-		s.leaveWatchLocked()
-	}
+	s.removeLocked(l)
 }
 
 // close stops the timer for good (Client.Close), and closes the restart
@@ -132,62 +120,6 @@ func (s *scheduler) close() <-chan struct{} {
 		return nil
 	}
 	return s.watch.closeIfIdle()
-}
-
-// armLocked sets the timer for the earliest lock, unless it is set for
-// then or earlier already, or fire's goroutine is running (it sets the
-// timer when its batch is done).
-func (s *scheduler) armLocked() {
-	if first, ok := s.queue.first(); ok && !s.busy {
-		at := first.watch.due
-		if !s.watchAt.IsZero() && s.watchAt.Before(at) {
-			at = s.watchAt
-		}
-		s.timer.arm(at)
-	}
-}
-
-// fire runs on the timer's goroutine: it extends every lock that is due,
-// batch after batch, then sets the timer for the next.
-func (s *scheduler) fire() {
-	s.mu.Lock()
-	if s.busy {
-		// A Reset raced a firing that is already running: it will set
-		// the timer when done.
-		s.mu.Unlock()
-		return
-	}
-	s.busy = true
-	s.timer.fired()
-	s.joinWatchLocked(time.Now())
-	for {
-		now := time.Now()
-		var batch []*hold
-		for {
-			first, ok := s.queue.first()
-			if !ok {
-				break
-			}
-			l, _ := s.queue.popDue(now.Add(first.watch.slack))
-			if l == nil {
-				break
-			}
-			batch = append(batch, l)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		s.mu.Unlock()
-		s.extend(batch)
-		s.mu.Lock()
-	}
-	s.busy = false
-	if s.queue.Len() == 0 {
-		s.timer.stop()
-		s.leaveWatchLocked()
-	}
-	s.armLocked()
-	s.mu.Unlock()
 }
 
 // extendRequest is one lock's extension in a batch.
@@ -316,9 +248,9 @@ func (s *scheduler) lookAtAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	for _, l := range s.queue.items {
+	for _, l := range s.items.items {
 		l.watch.due = now
 	}
-	heap.Init(&s.queue)
+	heap.Init(&s.items)
 	s.armLocked()
 }

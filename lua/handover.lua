@@ -4,7 +4,8 @@
 -- The lock's queue (see acquire.lua) holds waiters' tokens, and watchers:
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
--- handOver(key, queue, expiries, publish, lease): hands key to the first
+-- handOver(key, queue, expiries, publish, lease, head): hands key to the
+-- first
 -- waiter whose place has not lapsed (SET key waiter PX lease), dropping
 -- lapsed places on the way, and announces it on the channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
@@ -16,6 +17,7 @@
 -- on key .. ':released'. publish is PUBLISH, SPUBLISH (a cluster) or ''
 -- for no announcement; announcing runs under pcall, so a user not allowed
 -- to publish still lets go (waiters then come back at their refresh).
+-- head, when the caller read it already, is the queue's first member.
 -- Returns true when the lock was handed to a waiter.
 -- announceHandover(publish, channel, member, lease) is that announcement.
 local function announceHandover(publish, channel, member, lease)
@@ -27,12 +29,12 @@ local function announceHandover(publish, channel, member, lease)
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end
-local function handOver(key, queue, expiries, publish, lease)
+local function handOver(key, queue, expiries, publish, lease, head)
   local channel = key .. ':released'
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   local skipped, anyone = 0, false
-  local member = redis.call('ZRANGE', queue, 0, 0)[1]
+  local member = head or redis.call('ZRANGE', queue, 0, 0)[1]
   while member do
     anyone = true
     local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))

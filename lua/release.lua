@@ -62,7 +62,7 @@ if type(head) == 'table' and not head.err and not head[1] then
   return 1
 end
 if type(head) == 'table' and head[1] then
-  handOver(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  handOver(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], head[1])
   return 1
 end
 redis.call('DEL', KEYS[1])
