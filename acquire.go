@@ -61,17 +61,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 
 // acquire is Acquire with its options resolved (RunWithLock's way in).
 func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, error) {
-	names, keyLen, err := c.begin(ctx, "acquire", o.prefix, name)
-	if err != nil {
-		return nil, err
-	}
-	defer c.calls.exit()
-	c.checkServer(ctx, o)
-	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: exclusiveLock, start: time.Now()}}
-	a.init(names, keyLen, nil)
-	a.l.caller = callerPC(2) // Acquire's (or RunWithLock's) caller
-	defer a.close()
-	return a.run()
+	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
 }
 
 // call is what an acquire call keeps from its first attempt to its

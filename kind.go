@@ -56,6 +56,12 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	if err != nil {
 		return nil, err
 	}
+	return c.acquireKind(ctx, k, name, o, layout)
+}
+
+// acquireKind runs the acquisition of a lock of kind k, with its options
+// resolved.
+func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
 	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
 	if err != nil {
 		return nil, err
@@ -64,7 +70,7 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	c.checkServer(ctx, o)
 	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
 	a.init(names, keyLen, layout)
-	a.l.caller = callerPC(2) // AcquireShared's, AcquireSemaphore's or AcquireMulti's caller
+	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
 	defer a.close()
 	return a.run()
 }

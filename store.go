@@ -147,34 +147,28 @@ func (r *lockRef) commands(o *options, publish any) {
 		command, _ := publish.(string)
 		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
 			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
-	case semaphoreSlot:
-		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
 	default:
-		r.releaseArgs = [9]any{"evalsha", releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
+		r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
 	}
+}
+
+// scriptsOf are the acquire and release scripts of a lock of one key, by
+// kind, and their SHA1s boxed once for the prepared commands.
+var scriptsOf = [...]struct {
+	acquireSource, releaseSource string
+	acquireSHA, releaseSHA       any
+}{
+	exclusiveLock: {acquireSource, releaseSource, acquireSHA, releaseSHA},
+	sharedHold:    {sharedAcquireSource, sharedReleaseSource, sharedAcquireSHA, sharedReleaseSHA},
+	semaphoreSlot: {semAcquireSource, semReleaseSource, semAcquireSHA, semReleaseSHA},
+	multiLock:     {multiAcquireSource, multiReleaseSource, multiAcquireSHA, multiReleaseSHA},
 }
 
 // releaseSource is the source of the script releaseArgs run.
-func (r *lockRef) releaseSource() string {
-	switch r.kind {
-	case semaphoreSlot:
-		return semReleaseSource
-	case sharedHold:
-		return sharedReleaseSource
-	}
-	return releaseSource
-}
+func (r *lockRef) releaseSource() string { return scriptsOf[r.kind].releaseSource }
 
 // acquireSource is the source of the script acquireCommand runs.
-func (r *lockRef) acquireSource() string {
-	switch r.kind {
-	case semaphoreSlot:
-		return semAcquireSource
-	case sharedHold:
-		return sharedAcquireSource
-	}
-	return acquireSource
-}
+func (r *lockRef) acquireSource() string { return scriptsOf[r.kind].acquireSource }
 
 // acquireCommand returns the EVALSHA of the acquire script for the next
 // attempt of a lock of one key: with the fence counter when fenced, and,
@@ -187,13 +181,9 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 		r.acquireArgs = new([14]any)
 	}
 	a := r.acquireArgs[:0]
-	switch r.kind {
-	case sharedHold:
-		a = append(a, "evalsha", sharedAcquireSHA, 0, r.keyArg, r.extraKey, &r.queueKey, &r.expiryKey)
-	case semaphoreSlot:
-		a = append(a, "evalsha", semAcquireSHA, 0, r.keyArg, r.extraKey, &r.queueKey, &r.expiryKey)
-	default:
-		a = append(a, "evalsha", acquireSHA, 0, r.keyArg)
+	a = append(a, "evalsha", scriptsOf[r.kind].acquireSHA, 0, r.keyArg)
+	if r.kind != exclusiveLock {
+		a = append(a, r.extraKey, &r.queueKey, &r.expiryKey)
 	}
 	fenced, wait := "0", any("0")
 	if r.fenced {

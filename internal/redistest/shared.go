@@ -31,19 +31,14 @@ var shared struct {
 // for t alone until t ends, with every key of the previous user gone.
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
-	shared.clusterTurn.Lock()
-	t.Cleanup(shared.clusterTurn.Unlock)
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.cluster == nil {
-		startShared(t, func(env testing.TB) { shared.cluster = StartCluster(env) })
-	} else {
-		shared.cluster.WaitHealthy(t)
-	}
-	for _, p := range shared.cluster.Primaries(t) {
-		flush(t, p.Addr)
-	}
-	return shared.cluster
+	return takeShared(t, &shared.clusterTurn, &shared.cluster, StartCluster, func(c *Cluster) []string {
+		c.WaitHealthy(t)
+		var addrs []string
+		for _, p := range c.Primaries(t) {
+			addrs = append(addrs, p.Addr)
+		}
+		return addrs
+	})
 }
 
 // SharedSentinel returns the test binary's SentinelSet, started on first
@@ -51,17 +46,27 @@ func SharedCluster(t testing.TB) *Cluster {
 // test that kills a server must have it rejoin (see Rejoin) before it ends.
 func SharedSentinel(t testing.TB) *SentinelSet {
 	t.Helper()
-	shared.sentinelTurn.Lock()
-	t.Cleanup(shared.sentinelTurn.Unlock)
+	return takeShared(t, &shared.sentinelTurn, &shared.sentinel, StartSentinel, func(s *SentinelSet) []string {
+		s.WaitHealthy(t)
+		return []string{s.Primary(t).Addr()}
+	})
+}
+
+// takeShared gives t its turn of the shared servers in *it (started by
+// start on first use), healthy, with the primaries (of ready) flushed.
+func takeShared[T any](t testing.TB, turn *sync.Mutex, it **T, start func(testing.TB) *T, ready func(*T) []string) *T {
+	t.Helper()
+	turn.Lock()
+	t.Cleanup(turn.Unlock)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	if shared.sentinel == nil {
-		startShared(t, func(env testing.TB) { shared.sentinel = StartSentinel(env) })
-	} else {
-		shared.sentinel.WaitHealthy(t)
+	if *it == nil {
+		startShared(t, func(env testing.TB) { *it = start(env) })
 	}
-	flush(t, shared.sentinel.Primary(t).Addr())
-	return shared.sentinel
+	for _, addr := range ready(*it) {
+		flush(t, addr)
+	}
+	return *it
 }
 
 // StopShared stops the shared servers and removes their files. TestMain
