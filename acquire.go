@@ -362,9 +362,8 @@ func (a *acquisition) noteFirst() {
 // after our first attempt was sent (that attempt, or a later one, gave us
 // our place in the queue), so on the server's clock the lease lasts at
 // least until firstSent+lease, however late the announcement arrived.
-// An exclusive lock or a semaphore's slot (the release made the waiter a
-// holder); a shared waiter claims, to make the hold a share. Not with a
-// fence (the claim takes it),
+// The release made the waiter a holder whatever its kind (the lock's
+// token, a share, a slot). Not with a fence (the claim takes it),
 // WithReplicaAck (the claim's WAIT makes the hold durable first) or
 // without the watchdog (the lock holds its TTL from the start), nor when
 // less than half the lease is left by that reckoning: then the next
@@ -374,7 +373,7 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 		return 0, false
 	}
 	lease, ok := a.room.takeHandover(a.ticket)
-	if !ok || a.kind == sharedHold || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
+	if !ok || a.kind == multiLock || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
 		return 0, false
 	}
 	lease = min(lease, a.o.ttl)

@@ -303,7 +303,10 @@ func TestShared(t *testing.T) {
 			got := goAcquire(func() (*redislock.Lock, error) { return c.Acquire(waitCtx, "passon", wait) })
 			eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{passon}:q").Val() == 2 }, "writer not queued")
 			require.NoError(t, x.Release(ctx))
-			require.Equal(t, "AAAAAAAAAA.sGONE", b.rdb.Get(ctx, "lock:{passon}").Val(), "handed to the shared waiter")
+			// Handed to the shared waiter as a share: the marker, and the
+			// waiter among the shared holders.
+			require.Equal(t, "*shared*", b.rdb.Get(ctx, "lock:{passon}").Val(), "handed to the shared waiter")
+			require.NoError(t, b.rdb.ZScore(ctx, "lock:{passon}:s", "AAAAAAAAAA.sGONE").Err(), "handed to the shared waiter")
 			// Its Client's janitor gives it back as a shared waiter: the
 			// shared release script with the waiter's token.
 			require.NoError(t, redislock.GiveBackShared(ctx, b.rdb, "lock:{passon}", "AAAAAAAAAA.sGONE"))

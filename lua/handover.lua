@@ -5,9 +5,10 @@
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
 -- handOver(key, queue, expiries, publish, lease, head): hands key to the
--- first
--- waiter whose place has not lapsed (SET key waiter PX lease), dropping
--- lapsed places on the way, and announces it on the channel of the
+-- first waiter whose place has not lapsed (SET key waiter PX lease; a
+-- shared waiter gets a share, with the shared waiters right behind it, see
+-- letInShared), dropping lapsed places on the way, and announces it on the
+-- channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
 -- before a '.'; a token without a tag: key .. ':released'), as
 -- 'g:' .. the first 16 hex digits of the token's SHA1 (the token is a
@@ -29,6 +30,35 @@ local function announceHandover(publish, channel, member, lease)
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end
+-- A shared waiter's token has 's' after its Client's tag and '.'.
+local function sharedWaiter(member)
+  return string.match(member, '^[A-Z2-7]*%.?s') ~= nil
+end
+-- letInShared hands key to the shared waiters from member on, up to the
+-- first exclusive waiter: a new epoch (the marker '*shared*', see
+-- shared_acquire.lua) whose holders are those waiters, each with a share
+-- of lease ms, announced to each; watchers stay, lapsed places go. The
+-- holders' set is key .. ':s', in key's hash slot.
+local function letInShared(key, queue, expiries, publish, lease, member, skipped, now)
+  local holders = key .. ':s'
+  redis.call('DEL', holders)
+  while member and (sharedWaiter(member) or string.sub(member, 1, 1) == '~') do
+    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
+    if string.sub(member, 1, 1) == '~' and lapses and lapses > now then
+      skipped = skipped + 1
+    else
+      redis.call('ZREM', queue, member)
+      redis.pcall('ZREM', expiries, member)
+      if lapses and lapses > now then
+        redis.call('ZADD', holders, now + lease, member)
+        announceHandover(publish, key .. ':released', member, lease)
+      end
+    end
+    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+  end
+  redis.call('SET', key, '*shared*', 'PX', lease)
+  redis.call('PEXPIRE', holders, lease)
+end
 local function handOver(key, queue, expiries, publish, lease, head)
   local channel = key .. ':released'
   local clock = redis.call('TIME')
@@ -42,6 +72,10 @@ local function handOver(key, queue, expiries, publish, lease, head)
     if live and string.sub(member, 1, 1) == '~' then
       skipped = skipped + 1
     else
+      if live and sharedWaiter(member) then
+        letInShared(key, queue, expiries, publish, lease, member, skipped, now)
+        return true
+      end
       redis.call('ZREM', queue, member)
       redis.pcall('ZREM', expiries, member)
       if live then
