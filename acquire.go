@@ -396,13 +396,15 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
-	if !errors.As(err, &unsent) {
-		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
-			a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
+	if !errors.As(err, &unsent) && (!errors.As(err, &reply) || a.ctx.Err() != nil) {
+		if a.c.store.queues() {
+			// What it may take lasts a lease, and a place in the queue
+			// queueHold: the janitor gives back both.
+			a.c.janitor().addUncertain(&a.l.ref, max(a.o.ttl, queueHold))
 		}
-		// Our place in the queue, if any, is the janitor's to give
-		// back, or lapses by itself: no further call to a Redis that
-		// just failed.
+		// No further call to a Redis that just failed: our place, if
+		// any, is the janitor's to give back. (An error reply took
+		// nothing, and close gives back the place we had.)
 		a.inQueue = false
 	}
 	switch {
@@ -472,7 +474,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	var room *waitRoom
 	if a.kind.keepsTurn() && a.room != nil {
 		room, a.keepRoom = a.room, true
-		if a.seat != nil {
+		if a.queued {
 			room.unseat(a.ticket)
 		}
 	}
@@ -503,7 +505,7 @@ func (a *acquisition) close() {
 		a.c.leave(&a.l.ref)
 	}
 	if a.room != nil && !a.keepRoom {
-		if a.seat != nil {
+		if a.queued { // also a seat a releaser made for us as we gave up
 			a.room.unseat(a.ticket)
 		}
 		a.c.rooms().leave(a.room, a.kind == exclusiveLock || a.kind == multiLock)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -25,6 +26,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if bad := lockrules.TTLOutOfRange(ttl); bad != "" {
 		return invalidf("Extend TTL %v %s", ttl, bad)
 	}

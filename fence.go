@@ -41,7 +41,7 @@ type lockKey struct{}
 // inherited from an outer one, so that the run never reports someone
 // else's lock or fence.
 func withLock(ctx context.Context, l *Lock) context.Context {
-	return &lockContext{ctx, l}
+	return &lockContext{Context: ctx, l: l}
 }
 
 // lockContext is ctx with a Lock as the value of lockKey: a type of our

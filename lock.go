@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,9 @@ import (
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
 // goroutine that acquired it, and must not be copied. Release it when done:
-// a Lock that becomes unreachable while held (with its Context) is
-// released by the Client and logged at Error (see Client.dropped).
+// a Lock that becomes unreachable while held is released by the Client and
+// logged at Error (see Lock.dropped). Its Context, and what hangs on it (a
+// child context not cancelled, an AfterFunc not stopped), keep it.
 type Lock struct {
 	h *hold
 	// ctx is the context Context returned last, held weakly: a Lock must
@@ -25,8 +27,10 @@ type Lock struct {
 }
 
 // hold is a held lock's state: what the Client's watchdog, alarms and
-// janitor reach. It never points back at its Lock, so that a Lock its
-// holder drops becomes unreachable (see Client.dropped).
+// janitor reach. It points back at its Lock only through what hangs on
+// the Lock's context (see Lock.Context), so that a Lock its holder drops
+// becomes unreachable (see Lock.dropped). Its parent context is the
+// caller's, with whatever that keeps alive.
 type hold struct {
 	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
 	// before the Client's scheduler, alarms and janitor mutexes;
@@ -187,6 +191,7 @@ func (l *Lock) Valid() bool {
 	if l == nil {
 		return false
 	}
+	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	l.h.mu.Lock()
 	defer l.h.mu.Unlock()
 	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
@@ -204,15 +209,17 @@ func (l *Lock) Context() context.Context {
 		cancel(errNilLock)
 		return ctx
 	}
-	// The hold's context, with the Lock as a value: the hold never
-	// points at the Lock. While a caller keeps it, every call returns it.
+	// The hold's context, with the Lock as a value: the hold points at
+	// the Lock only through what hangs on that context (a child not
+	// cancelled, an AfterFunc not stopped), which keeps it as its user
+	// would. While a caller keeps it, every call returns it.
 	parent := l.h.context()
 	l.h.mu.Lock()
 	defer l.h.mu.Unlock()
 	if ctx := l.ctx.Value(); ctx != nil {
 		return ctx
 	}
-	ctx := &lockContext{parent, l}
+	ctx := &lockContext{Context: parent, l: l}
 	l.ctx = weak.Make(ctx)
 	return ctx
 }
@@ -243,6 +250,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if ctx == nil {
 		return 0, invalidf("nil context")
 	}
+	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if err := l.h.endedFor(ctx); err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -31,6 +32,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	_, err := l.h.release(ctx, true)
 	return err
 }

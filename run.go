@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"runtime"
 
 	"github.com/redislock/redislock/internal/lockrules"
 )
@@ -61,8 +62,9 @@ func isUnreachable(err error) bool {
 
 // run runs fn holding l, and releases it (see RunWithLock).
 func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	runCtx, cancel := context.WithCancelCause(withLock(ctx, l))
-	lockCtx := l.h.context()
+	lockCtx := l.Context()
 	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
 	defer func() {
 		stopForwarding()

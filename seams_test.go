@@ -16,6 +16,7 @@ import (
 
 	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/faultproxy"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // The seams between the exclusive lock and the lock family (issue 29):
@@ -336,5 +337,142 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 			close(stop) // the goroutine lets the context go
 			requireReleasedOnceUnreachable("watched")
 		})
+	})
+}
+
+// A semaphore's slot handed to a waiter keeps the holders' set alive for
+// the hand-over's lease: the set's expiry was the releaser's latest lease,
+// so the set, and with it the handed slot, vanished while the waiter that
+// took it without a claim still counted on it, and a third caller took a
+// slot of a semaphore of 2 (found by an independent review). With one
+// holder, the release emptied the set and the hand-over re-created it with
+// no expiry at all. On a real server: miniredis does not expire keys as
+// time passes.
+func TestAHandedSemaphoreSlotKeepsItsSetAlive(t *testing.T) {
+	t.Parallel()
+	server := redistest.Start(t)
+	rdb := newRedisClient(t, server.Addr())
+	ctx := context.Background()
+	a := redislock.New(rdb, quiet)
+	b := redislock.New(newRedisClient(t, server.Addr()), quiet)
+	c := redislock.New(newRedisClient(t, server.Addr()), quiet)
+	noWatchdog := []redislock.Option{redislock.WithTTL(time.Second), redislock.WithWatchdog(false)}
+
+	t.Run("the releaser held the latest lease", func(t *testing.T) {
+		other, err := a.AcquireSemaphore(ctx, "handed", 2, noWatchdog...)
+		require.NoError(t, err)
+		start := time.Now()
+		time.Sleep(50 * time.Millisecond) // the next lease ends later
+		holder, err := a.AcquireSemaphore(ctx, "handed", 2, noWatchdog...)
+		require.NoError(t, err)
+		time.Sleep(time.Until(start.Add(800 * time.Millisecond)))
+		got := make(chan *redislock.Lock, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			l, err := b.AcquireSemaphore(wctx, "handed", 2, redislock.WithTTL(time.Second), redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+			if err != nil {
+				t.Errorf("the waiter: %v", err)
+			}
+			got <- l
+		}()
+		eventually(t, 5*time.Second, func() bool { return rdb.ZCard(ctx, "lock:{handed}:q").Val() == 1 }, "the waiter never queued")
+		require.NoError(t, holder.Release(ctx))
+		waiter := <-got
+		require.NotNil(t, waiter)
+		// Past the releaser's lease end: the waiter still holds its slot,
+		// so at most one more caller gets one.
+		time.Sleep(time.Until(start.Add(1200 * time.Millisecond)))
+		var extra []*redislock.Lock
+		for range 2 {
+			if l, err := c.AcquireSemaphore(ctx, "handed", 2, redislock.WithTTL(time.Second)); err == nil {
+				extra = append(extra, l)
+			}
+		}
+		require.Len(t, extra, 1, "a semaphore of 2, held by the waiter (valid: %v)", waiter.Valid())
+		for _, l := range append(extra, waiter) {
+			require.NoError(t, l.Release(ctx))
+		}
+		runtime.KeepAlive(other)
+	})
+
+	t.Run("the releaser was the only holder", func(t *testing.T) {
+		holder, err := a.AcquireSemaphore(ctx, "alone", 1, redislock.WithTTL(time.Second))
+		require.NoError(t, err)
+		// A waiter of a process that went away right after queuing.
+		now := time.Now().UnixMilli()
+		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:q", redis.Z{Score: float64(now), Member: "GONEGONEGO.AAAA"}).Err())
+		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:qx", redis.Z{Score: float64(now + 1500), Member: "GONEGONEGO.AAAA"}).Err())
+		require.NoError(t, holder.Release(ctx))
+		ttl := rdb.PTTL(ctx, "lock:{alone}").Val()
+		require.Positive(t, ttl, "the handed slot's set expires")
+		require.LessOrEqual(t, ttl, time.Second)
+	})
+}
+
+// A waiter that returns on a Redis error reply (here SEMLIMIT: the holders
+// changed their limit while it waited) takes its place out of the queue,
+// as one that gives up does: it kept it, and the next release handed it
+// the slot, held by nobody (found by an independent review).
+func TestAWaiterRefusedByAnErrorReplyLeavesTheQueue(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+		gone, err := c.AcquireSemaphore(ctx, "limited", 1)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := redislock.New(b.rdb, quiet).AcquireSemaphore(wctx, "limited", 1, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
+			done <- err
+		}()
+		eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{limited}:q").Val() == 1 }, "the waiter never queued")
+		require.NoError(t, b.rdb.Del(ctx, "lock:{limited}").Err()) // the holder's slot is gone (a crash)
+		x, err := c.AcquireSemaphore(ctx, "limited", 2)            // a holder with another limit
+		require.NoError(t, err)
+		require.ErrorIs(t, <-done, redislock.ErrLimitMismatch, "the waiter's next look")
+		require.NoError(t, x.Release(ctx))
+		y, err := c.AcquireSemaphore(ctx, "limited", 2)
+		require.NoError(t, err)
+		z, err := c.AcquireSemaphore(ctx, "limited", 2)
+		require.NoError(t, err, "nothing was handed to the waiter that returned")
+		require.NoError(t, y.Release(ctx))
+		require.NoError(t, z.Release(ctx))
+		runtime.KeepAlive(gone)
+	})
+}
+
+// What hangs on a Lock's Context references it: an AfterFunc on it (a
+// worker stopped on loss, say) keeps a dropped Lock held, as the context
+// itself would, and calling the AfterFunc's stop lets it go.
+func TestAnAfterFuncOnTheContextKeepsTheLockUntilStopped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		logs := &logRecorder{}
+		c := redislock.New(b.rdb, redislock.WithLogger(slog.New(logs)))
+		var stop func() bool
+		func() {
+			l, err := c.Acquire(ctx, "afterfunc")
+			require.NoError(t, err)
+			stop = context.AfterFunc(l.Context(), func() { t.Error("the lock was lost while held") })
+		}()
+		for range 5 {
+			runtime.GC()
+		}
+		for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{afterfunc}").Val(), "released while an AfterFunc hangs on its context")
+			runtime.GC()
+		}
+		require.True(t, stop(), "the AfterFunc had not run")
+		deadline := time.Now().Add(10 * time.Second)
+		for b.rdb.Exists(ctx, "lock:{afterfunc}").Val() == 1 {
+			require.True(t, time.Now().Before(deadline), "still held after the AfterFunc was stopped")
+			runtime.GC()
+			time.Sleep(5 * time.Millisecond)
+		}
+		_, logged := logs.find(slog.LevelError, "lock dropped without Release")
+		require.True(t, logged)
 	})
 }

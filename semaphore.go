@@ -25,8 +25,10 @@ const MaxSemaphoreLimit = 100_000
 // bounded by ctx (and MaxWaitWithoutDeadline when ctx has no deadline).
 // Waiters queue on the server and are served in arrival order: a waiter
 // that comes back finds the free slots owed to the waiters ahead of it. A
-// release wakes the waiters of this Client at once; a slot that comes
-// back when a crashed holder's lease ends is found at that time.
+// release hands its slot to the first waiter in line, of whatever Client,
+// which takes it at once; a slot that comes back when a crashed holder's
+// lease ends is found when a waiter next looks (the holder's lease end,
+// or its half-second refresh).
 //
 // A name is either a lock or a semaphore: Acquire of a semaphore's name,
 // or AcquireSemaphore of a lock's, fails with Redis' WRONGTYPE error.

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -147,6 +148,10 @@ func (r *lockRef) commands(o *options, publish any) {
 		command, _ := publish.(string)
 		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
 			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
+	case semaphoreSlot:
+		// The hand-over's lease, and the limit its set keeps.
+		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish,
+			fmt.Sprint(claim, " ", r.arg)}
 	default:
 		r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
 	}

@@ -10,7 +10,10 @@
 -- KEYS[3]  the queue's expiries
 -- ARGV[1]  the holder's token
 -- ARGV[2]  PUBLISH, or SPUBLISH on a cluster; '' for none
--- ARGV[3]  how long (ms) the slot handed to a waiter is held for it
+-- ARGV[3]  how long (ms) the slot handed to a waiter is held for it, a
+--          space, and the limit: '1000 3'. The hand-over keeps the set
+--          and its limit key (KEYS[1] .. ':limit', in its hash slot) for
+--          at least that long.
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up
 -- Announces 'g:' .. t .. '/' .. ARGV[3] (see handover.lua) to the waiter
 --          handed the slot; '1' on KEYS[1] .. ':released' when a waiter
@@ -19,21 +22,22 @@
 --          0   our slot is gone (its lease ended, or it was deleted)
 --          -1  the key holds a value of another type
 local token = ARGV[1]
+local lease, limit = string.match(ARGV[3], '^(%d+) (%d+)$')
 local left = 0
 if ARGV[4] == '1' then
   left = redis.call('ZREM', KEYS[2], token)
   redis.call('ZREM', KEYS[3], token)
 end
-local lease = redis.pcall('ZSCORE', KEYS[1], token)
-if type(lease) == 'table' then
+local ours = redis.pcall('ZSCORE', KEYS[1], token)
+if type(ours) == 'table' then
   return -1 -- a value of another type
 end
 local reply = 0
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-if lease then
+if ours then
   redis.call('ZREM', KEYS[1], token)
-  if tonumber(lease) > now then
+  if tonumber(ours) > now then
     reply = 1
   end
 end
@@ -46,8 +50,16 @@ if reply == 1 then
     redis.call('ZREM', KEYS[2], member)
     redis.call('ZREM', KEYS[3], member)
     if lapses and lapses > now then
-      redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), member)
-      announceHandover(ARGV[2], KEYS[1] .. ':released', member, ARGV[3])
+      redis.call('ZADD', KEYS[1], now + tonumber(lease), member)
+      -- The set (recreated when ours was its last member) and its limit
+      -- last at least as long as the handed slot.
+      local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(lease))
+      redis.call('PEXPIRE', KEYS[1], keep)
+      local limitKey = KEYS[1] .. ':limit'
+      if redis.call('PTTL', limitKey) < keep then
+        redis.call('SET', limitKey, limit, 'PX', keep)
+      end
+      announceHandover(ARGV[2], KEYS[1] .. ':released', member, lease)
       return reply
     end
     member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
