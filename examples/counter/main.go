@@ -22,16 +22,12 @@
 package main
 
 import (
-	"bufio"
 	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // SQLite, compiled to Go: no cgo
@@ -133,17 +129,7 @@ func (o outcome) lost() int { return o.accepted - int(o.value) }
 // process of exe (which must call podMain when COUNTER_POD is set), and
 // prints the timeline on out.
 func run(out io.Writer, exe, redisURL string, ttl time.Duration, order []string) ([]outcome, error) {
-	var (
-		linesMu sync.Mutex
-		lines   []string
-	)
-	record := writerFunc(func(p []byte) (int, error) {
-		linesMu.Lock()
-		lines = append(lines, strings.TrimSuffix(string(p), "\n"))
-		linesMu.Unlock()
-		return out.Write(p)
-	})
-	tl := podproc.NewTimeline(record, time.Now())
+	tl := podproc.NewTimeline(out, time.Now())
 	if redisURL == "" {
 		addr, stop, err := podproc.EmbeddedRedis()
 		if err != nil {
@@ -163,16 +149,12 @@ func run(out io.Writer, exe, redisURL string, ttl time.Duration, order []string)
 
 	var outcomes []outcome
 	for _, name := range order {
-		linesMu.Lock()
-		first := len(lines)
-		linesMu.Unlock()
+		first := len(tl.Lines())
 		o, err := scenario(tl, exe, redisURL, dir+"/"+name+".db", ttl, name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		linesMu.Lock()
-		o.lines = append([]string(nil), lines[first:]...)
-		linesMu.Unlock()
+		o.lines = tl.Lines()[first:]
 		outcomes = append(outcomes, o)
 	}
 	return outcomes, nil
@@ -209,7 +191,7 @@ func scenario(tl *podproc.Timeline, exe, redisURL, dbPath string, ttl time.Durat
 	if err != nil {
 		return o, err
 	}
-	defer frozen.kill()
+	defer frozen.Kill()
 	if err := frozen.waitFor(frozenMark, 10*ttl); err != nil {
 		return o, err
 	}
@@ -218,23 +200,23 @@ func scenario(tl *podproc.Timeline, exe, redisURL, dbPath string, ttl time.Durat
 	if err != nil {
 		return o, err
 	}
-	defer slow.kill()
+	defer slow.Kill()
 	if err := slow.waitFor(workingMark, 10*ttl); err != nil {
 		return o, err
 	}
 	// pod-1 wakes between pod-2's read and its write.
 	tl.Say("runner", "SIGCONT to pod-1, frozen since before pod-2 took the lock")
-	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := frozen.Continue(); err != nil {
 		return o, err
 	}
-	if err := frozen.wait(); err != nil {
+	if err := frozen.Wait(); err != nil {
 		return o, err
 	}
 	tl.Say("runner", "pod-1 is done; pod-2's work ends: it writes")
-	if _, err := io.WriteString(slow.stdin, "go\n"); err != nil {
+	if _, err := io.WriteString(slow.Stdin, "go\n"); err != nil {
 		return o, err
 	}
-	if err := slow.wait(); err != nil {
+	if err := slow.Wait(); err != nil {
 		return o, err
 	}
 	// pod-3 adds 1 after both.
@@ -242,8 +224,8 @@ func scenario(tl *podproc.Timeline, exe, redisURL, dbPath string, ttl time.Durat
 	if err != nil {
 		return o, err
 	}
-	defer last.kill()
-	if err := last.wait(); err != nil {
+	defer last.Kill()
+	if err := last.Wait(); err != nil {
 		return o, err
 	}
 
@@ -261,47 +243,27 @@ func scenario(tl *podproc.Timeline, exe, redisURL, dbPath string, ttl time.Durat
 	return o, nil
 }
 
-// podProc is a running pod process.
+// podProc is a running pod process and the marks it printed, in order.
 type podProc struct {
-	name    string
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	marks   chan string   // the marks the pod printed, in order
-	relayed chan struct{} // closed when its output ends
+	*podproc.Pod
+	marks chan string
 }
 
 // startPod starts exe as the pod called name, with env added to the
 // runner's environment, and relays its output to tl.
 func startPod(tl *podproc.Timeline, exe, name string, env ...string) (*podProc, error) {
-	cmd := exec.Command(exe)
-	cmd.Env = append(append(os.Environ(), envPod+"="+name), env...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = podproc.SysProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	p := &podProc{name: name, cmd: cmd, stdin: stdin, marks: make(chan string, 2), relayed: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		defer close(p.relayed)
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			tl.Print(lines.Text() + "\n")
-			for _, mark := range []string{frozenMark, workingMark} {
-				if strings.Contains(lines.Text(), mark) {
-					p.marks <- mark
-				}
+	marks := make(chan string, 2)
+	pod, err := podproc.StartPod(tl, exe, envPod, name, env, func(line string) {
+		for _, mark := range []string{frozenMark, workingMark} {
+			if strings.Contains(line, mark) {
+				marks <- mark
 			}
 		}
-	}()
-	return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &podProc{Pod: pod, marks: marks}, nil
 }
 
 // waitFor waits until the pod prints mark, or fails after timeout.
@@ -309,36 +271,14 @@ func (p *podProc) waitFor(mark string, timeout time.Duration) error {
 	select {
 	case got := <-p.marks:
 		if got != mark {
-			return fmt.Errorf("%s printed %s, want %s", p.name, got, mark)
+			return fmt.Errorf("%s printed %s, want %s", p.Name, got, mark)
 		}
 		return nil
-	case <-p.relayed:
-		return fmt.Errorf("%s ended before it printed %s", p.name, mark)
+	case <-p.Relayed():
+		return fmt.Errorf("%s ended before it printed %s", p.Name, mark)
 	case <-time.After(timeout):
-		return fmt.Errorf("%s did not print %s within %v", p.name, mark, timeout)
+		return fmt.Errorf("%s did not print %s within %v", p.Name, mark, timeout)
 	}
-}
-
-// wait waits for the pod's output to end, then for the pod (in that order:
-// Wait closes the pipe).
-func (p *podProc) wait() error {
-	<-p.relayed
-	if err := p.cmd.Wait(); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	return nil
-}
-
-// kill ends the pod if it still runs, stopped or not (after an early
-// return), and reaps it.
-func (p *podProc) kill() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	<-p.relayed
-	_ = p.cmd.Wait()
 }
 
 // openDB opens the SQLite file shared by the example's processes. A writer
@@ -358,7 +298,3 @@ func named(stmt string, fence, value int64) []any {
 	}
 	return args
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -19,19 +19,14 @@
 package main
 
 import (
-	"bufio"
 	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	_ "github.com/ncruces/go-sqlite3/driver" // SQLite, compiled to Go: no cgo
 
 	"github.com/redislock/redislock/examples/internal/podproc"
@@ -82,23 +77,6 @@ func main() {
 	}
 }
 
-// timeline prints timestamped lines; safe for concurrent use.
-type timeline struct {
-	mu    sync.Mutex
-	out   io.Writer
-	start time.Time
-}
-
-func (t *timeline) say(who, format string, args ...any) {
-	t.print(fmt.Sprintf("%6.2fs  %-7s %s\n", time.Since(t.start).Seconds(), who, fmt.Sprintf(format, args...)))
-}
-
-func (t *timeline) print(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fmt.Fprint(t.out, line)
-}
-
 // result is what run observed, for tests.
 type result struct {
 	frozenPod         string
@@ -110,44 +88,16 @@ type result struct {
 // call podMain when SETTLEMENT_POD is set), and prints the timeline on out.
 func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (*result, error) {
 	res := &result{}
-	var linesMu sync.Mutex
-	record := writerFunc(func(p []byte) (int, error) {
-		linesMu.Lock()
-		res.lines = append(res.lines, strings.TrimSuffix(string(p), "\n"))
-		linesMu.Unlock()
-		return out.Write(p)
-	})
-	tl := &timeline{out: record, start: time.Now()}
+	tl := podproc.NewTimeline(out, time.Now())
 
 	if redisAddr == "" {
-		mini := miniredis.NewMiniRedis()
-		if err := mini.Start(); err != nil {
+		addr, stop, err := podproc.EmbeddedRedis()
+		if err != nil {
 			return nil, err
 		}
-		defer mini.Close()
-		// Keys age with real time, as on a server. miniredis's own clock
-		// would also move while a script runs (a key could expire between
-		// two commands of one script, which a real Redis never does), so
-		// the clock is set from here instead: every millisecond, and never
-		// in the middle of a script.
-		mini.ClockTTL(true)
-		mini.SetTime(time.Now())
-		stopClock := make(chan struct{})
-		defer close(stopClock)
-		go func() {
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case now := <-tick.C:
-					mini.SetTime(now)
-				case <-stopClock:
-					return
-				}
-			}
-		}()
-		redisAddr = mini.Addr()
-		tl.say("setup", "embedded Redis at %s (-redis host:port for a real one)", redisAddr)
+		defer stop()
+		redisAddr = addr
+		tl.Say("setup", "embedded Redis at %s (-redis host:port for a real one)", redisAddr)
 	} else {
 		opts, err := redisOptions(redisAddr)
 		if err != nil {
@@ -156,7 +106,7 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 		if err := checkRedis(opts); err != nil {
 			return nil, err
 		}
-		tl.say("setup", "Redis at %s", opts.Addr) // not the URL: it may hold a password
+		tl.Say("setup", "Redis at %s", opts.Addr) // not the URL: it may hold a password
 	}
 
 	dir, err := os.MkdirTemp("", "settlement")
@@ -176,64 +126,34 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 	if _, err := db.Exec(`INSERT INTO settlement (settle_date, status) VALUES (?, 'pending')`, date); err != nil {
 		return nil, err
 	}
-	tl.say("setup", "SQLite table settlement: %s pending, fence 0; lock TTL %v, extended every %v", date, ttl, (ttl / 3).Round(time.Millisecond))
-	tl.say("setup", "first, fence in: %s", fenceInSQL)
-	tl.say("setup", "then, settle:    %s", settleSQL)
+	tl.Say("setup", "SQLite table settlement: %s pending, fence 0; lock TTL %v, extended every %v", date, ttl, (ttl / 3).Round(time.Millisecond))
+	tl.Say("setup", "first, fence in: %s", fenceInSQL)
+	tl.Say("setup", "then, settle:    %s", settleSQL)
 
-	tl.say("cron", "00:05 - the scheduler fires on all three pods (three processes)")
-	pods := make(map[string]*exec.Cmd)
-	relayed := make(map[string]chan struct{}) // closed when a pod's output ends
+	tl.Say("cron", "00:05 - the scheduler fires on all three pods (three processes)")
+	pods := make(map[string]*podproc.Pod)
+	defer func() { // on an early return, leave no pod behind, stopped or not
+		for _, pod := range pods {
+			pod.Kill()
+		}
+	}()
 	frozen := make(chan string, 1)
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("pod-%d", i)
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(),
-			envPod+"="+name, envRedis+"="+redisAddr, envDB+"="+dbPath,
-			envTTL+"="+ttl.String(), envDate+"="+date,
-			fmt.Sprintf("%s=%d", envStart, tl.start.UnixNano()))
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = podproc.SysProcAttr() // a group of its own, so that the freeze lasts
-		stdout, err := cmd.StdoutPipe()
+		pod, err := podproc.StartPod(tl, exe, envPod, name, []string{
+			envRedis + "=" + redisAddr, envDB + "=" + dbPath,
+			envTTL + "=" + ttl.String(), envDate + "=" + date,
+			fmt.Sprintf("%s=%d", envStart, tl.Start().UnixNano())}, func(line string) {
+			if strings.Contains(line, frozenMark) {
+				res.frozenAt = time.Since(tl.Start())
+				frozen <- name
+			}
+		})
 		if err != nil {
 			return nil, err
 		}
-		pods[name] = cmd
-		done := make(chan struct{})
-		relayed[name] = done
-		go func() {
-			defer close(done)
-			lines := bufio.NewScanner(stdout)
-			for lines.Scan() {
-				tl.print(lines.Text() + "\n")
-				if strings.Contains(lines.Text(), frozenMark) {
-					res.frozenAt = time.Since(tl.start)
-					frozen <- name
-				}
-			}
-		}()
+		pods[name] = pod
 	}
-	// wait waits for a pod's output to end, then for the pod (in that
-	// order: Wait closes the pipe).
-	wait := func(name string) error {
-		<-relayed[name]
-		if err := pods[name].Wait(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return nil
-	}
-	for _, cmd := range pods {
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-	}
-	defer func() { // on an early return, leave no pod behind, stopped or not
-		for _, cmd := range pods {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Process.Signal(syscall.SIGCONT)
-			}
-		}
-	}()
 
 	// The worst case for the frozen pod: it sleeps through the others'
 	// whole turn, and wakes only when they are done.
@@ -246,17 +166,17 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 	res.frozenPod = frozenPod
 	for name := range pods {
 		if name != frozenPod {
-			if err := wait(name); err != nil {
+			if err := pods[name].Wait(); err != nil {
 				return nil, err
 			}
 		}
 	}
-	res.wokenAt = time.Since(tl.start)
-	tl.say("cluster", "the other pods are done; SIGCONT to %s, frozen for %.2fs", frozenPod, (res.wokenAt - res.frozenAt).Seconds())
-	if err := pods[frozenPod].Process.Signal(syscall.SIGCONT); err != nil {
+	res.wokenAt = time.Since(tl.Start())
+	tl.Say("cluster", "the other pods are done; SIGCONT to %s, frozen for %.2fs", frozenPod, (res.wokenAt - res.frozenAt).Seconds())
+	if err := pods[frozenPod].Continue(); err != nil {
 		return nil, err
 	}
-	if err := wait(frozenPod); err != nil {
+	if err := pods[frozenPod].Wait(); err != nil {
 		return nil, err
 	}
 
@@ -265,7 +185,8 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 	if err := db.QueryRow(`SELECT status, settled_by, fence FROM settlement WHERE settle_date = ?`, date).Scan(&status, &by, &fence); err != nil {
 		return nil, err
 	}
-	tl.say("result", "settlement %s: status=%s by %s with fence %d; the frozen pod's stale write was rejected", date, status, by, fence)
+	tl.Say("result", "settlement %s: status=%s by %s with fence %d; the frozen pod's stale write was rejected", date, status, by, fence)
+	res.lines = tl.Lines()
 	return res, nil
 }
 
@@ -274,7 +195,3 @@ func run(out io.Writer, exe, redisAddr string, ttl time.Duration, date string) (
 func openDB(path string) (*sql.DB, error) {
 	return sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)")
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
