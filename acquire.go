@@ -15,23 +15,21 @@ import (
 
 // Acquire takes the lock called name, or fails.
 //
-// It sends one command per attempt (two when a plain SET NX finds the lock
-// held: the script then says by whom and for how long). When the lock is
-// held by someone else, it waits as the retry strategy says (default: not
-// at all): the strategy is asked for one backoff per wait, k = 1, 2, 3…,
-// and LimitRetry(s, n) means n such waits, whatever else wakes the waiter
-// in between (a release announced, the holder's lease ending, the queue's
-// refresh). A waiter never sleeps past the holder's remaining TTL or ctx's
-// deadline; a ctx without deadline waits at most MaxWaitWithoutDeadline.
-// A waiter queues on the server: the holder's release hands the lock to the
-// first waiter in line, which takes it when the release's announcement
-// arrives (a fenced waiter, or one with WithReplicaAck or without the
-// watchdog, claims it with one more attempt); while queued
-// it does not poll at its backoff but comes back every half second and
-// when the holder's lease would end. Callers of one Client that wait for
-// the same lock queue in-process behind each other, each within its own
-// strategy and ctx. ctx bounds the waiting only: the held lock lives on
-// after ctx ends, until Release or loss.
+// An attempt is one command (two when a plain SET NX finds the lock held:
+// the script then says by whom and for how long). When the lock is held by
+// someone else, Acquire waits as the retry strategy says (default: not at
+// all): the strategy is asked for one backoff per wait, and
+// LimitRetry(s, n) means n waits, whatever wakes the waiter in between. A
+// waiter queues on the server: the holder's release hands the lock to the
+// first waiter in line, which takes it when the announcement arrives (a
+// fenced waiter, or one with WithReplicaAck or without the watchdog,
+// claims it with one more attempt). While queued it does not poll at its
+// backoff but comes back every half second and when the holder's lease
+// would end; it never sleeps past ctx's deadline, and a ctx without
+// deadline waits at most MaxWaitWithoutDeadline. Callers of one Client
+// that wait for the same lock queue in-process behind each other, each
+// within its own strategy and ctx. ctx bounds the waiting only: the held
+// lock lives on after ctx ends, until Release or loss.
 //
 // Errors, all of them one line:
 //   - ErrNotAcquired (wrapped with the name) when the lock was seen held by
@@ -42,15 +40,12 @@ import (
 //     before any attempt had an answer.
 //   - ErrClosed after Client.Close, also to callers that were waiting.
 //   - ErrInvalidArgument for bad input (nothing is sent).
-//   - Otherwise the Redis error, wrapped, which does not match
-//     ErrNotAcquired.
+//   - Otherwise the Redis error, wrapped (it does not match ErrNotAcquired).
 //
 // A failed Acquire leaves no lock held: an attempt whose outcome it could
 // not learn (a timeout, a dead connection) is given back in the background,
-// token-checked, until its lease would have run out.
-//
-// On success the caller must call Lock.Release; a Lock dropped while held
-// is released only once the garbage collector finds it (see Lock).
+// token-checked. On success the caller must call Lock.Release; a Lock
+// dropped while held is released only once the garbage collector finds it.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	o, err := c.callOptions(exclusiveLock, opts)
 	if err != nil {
@@ -64,8 +59,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
 }
 
-// call is what an acquire call keeps from its first attempt to its
-// verdict, whatever its kind.
+// call is what an acquire call of any kind keeps until its verdict.
 type call struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
@@ -87,19 +81,15 @@ type call struct {
 	cancelCap  context.CancelFunc
 }
 
-// acquisition is one acquire call of any kind, from its first attempt to
-// its verdict: the one acquisition loop.
+// acquisition is one acquire call of any kind: the one acquisition loop.
 type acquisition struct {
 	call
-	// queued: waits in the server's queue, under one token for all
-	// attempts (every kind but multi, on a store that queues); a multi
-	// waiter watches the name that keeps it out instead (see
-	// lua/multi_acquire.lua).
+	// queued: waits in the server's queue under one token for all
+	// attempts (see init); a multi waiter watches instead.
 	queued bool
 	// room: this Client's waiters for the key we wait on, whose turn we
-	// hold; keepRoom: handed to the lock, which passes the turn on when
-	// its hold ends (see lockKind.keepsTurn); early: the first attempt,
-	// made for us by the releaser that handed us the turn.
+	// hold; keepRoom: handed to the lock (see lockKind.keepsTurn); early:
+	// the first attempt, made for us by the releaser that handed us the turn.
 	room     *waitRoom
 	keepRoom bool
 	early    *earlyAttempt
@@ -113,9 +103,8 @@ type acquisition struct {
 	refusal error  // a store's explanation of the last refusal
 	blocker string // a multi lock's name that kept the last attempt out
 
-	// ticket: what a release announces when it hands the lock to us
-	// (queued only); firstSent: when our first attempt was sent, before
-	// any hand-over to us.
+	// ticket: what a release handing us the lock announces (queued only);
+	// firstSent: when our first attempt was sent, before any hand-over.
 	ticket    string
 	firstSent time.Time
 }
@@ -154,27 +143,22 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	r.commands(a.o, a.c.publish)
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server, under one
-	// token for all its attempts: a release hands the lock to the first
-	// waiter in line, which takes it (see handedOver) or claims it with
-	// its next attempt (see lua/handover.lua), and the other waiters are
-	// not woken. Elsewhere each attempt has a token of its own: a late
-	// answer to an earlier attempt (a quorum node that missed its
-	// timeout) then cannot be mistaken for this one, nor its clean-up
-	// delete this one's key. A multi waiter has a token per attempt too,
+	// A waiter on a single deployment queues on the server under one
+	// token for all its attempts: a release hands the lock to the first in
+	// line (see handedOver, lua/handover.lua), and wakes no other. Elsewhere
+	// each attempt has a token of its own, so that a late answer to an
+	// earlier one (a quorum node past its timeout), or its clean-up, cannot
+	// touch this one's key. A multi waiter also has a token per attempt,
 	// and one watcher for all (see lua/multi_acquire.lua).
 	waitsOnServer := a.waits && a.c.store.queues()
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
 	switch {
 	case a.kind == sharedHold:
-		// One token for every attempt: it is our place in the queue, and
-		// the value a release hands the lock to us with; its 's' tells
-		// the scripts a shared waiter.
+		// Our place in the queue, and what a release hands the lock to;
+		// its 's' tells the scripts a shared waiter.
 		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
 	case a.queued:
-		// 26 base32 characters, 130 bits from crypto/rand, after the
-		// Client's tag (see waiterToken).
 		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
 	case waitsOnServer:
 		r.multi.watcher = "~" + rand.Text()
@@ -240,12 +224,11 @@ func (a *acquisition) watch() error {
 	return a.enterRoom(key)
 }
 
-// enterRoom takes the turn among this Client's waiters for key, waiting
-// in line (within ctx and the strategy) behind the others. A releaser of
-// this Client that hands us the turn may send our first attempt in the
-// same round trip as its release (see Lock.sendRelease): not with
-// WithReplicaAck, whose WAIT must follow the attempt, nor for a multi
-// lock.
+// enterRoom takes the turn among this Client's waiters for key, waiting in
+// line behind the others within ctx and the strategy. A releaser of this
+// Client that hands us the turn may send our first attempt right behind
+// its release (see hold.sendRelease): not with WithReplicaAck, whose WAIT
+// must follow the attempt, nor for a multi lock.
 func (a *acquisition) enterRoom(key string) error {
 	var earlyRef *lockRef
 	if a.queued && a.o.replicas == 0 {
@@ -256,9 +239,8 @@ func (a *acquisition) enterRoom(key string) error {
 	a.room, a.early, err = a.c.rooms().enter(a.ctx, key, turn, earlyRef, &a.patience, a.c.closing)
 	if err != nil {
 		if a.early != nil {
-			// The turn came as we gave up, with an attempt made for
-			// us: give it back (our place in the queue, or the lock),
-			// before we return (see close) when we know it ran.
+			// The turn came as we gave up, with an attempt made for us:
+			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
 				a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
 			} else {
@@ -276,9 +258,8 @@ func (a *acquisition) enterRoom(key string) error {
 		return a.stopped(err)
 	}
 	if a.queued {
-		// Announcements of a hand-over to us wake us from now on, before
-		// our first attempt can queue us. (A releaser that made our first
-		// attempt seated us before sending.)
+		// Announcements of a hand-over to us wake us from now on (a
+		// releaser that made our first attempt seated us before sending).
 		a.seat = a.room.expect(a.ticket)
 	}
 	a.held = a.held || a.room.seenHeld.Load() // the caller ahead of us saw it held
@@ -307,9 +288,8 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		a.sent = early.sent
 		acquired, a.fence, holderTTL, err = parseAcquire(early.reply, a.o.fencing)
 	} else {
-		// A first attempt that did not wait in line did nothing but build
-		// the Lock since start: its lease may be counted from then (a
-		// little early: the safe side).
+		// A first attempt that did not wait in line: its lease may be
+		// counted from start (a little early: the safe side).
 		a.sent = a.start
 		if a.attempts > 1 || a.room != nil {
 			a.sent = time.Now()
@@ -355,20 +335,17 @@ func (a *acquisition) noteFirst() {
 	a.early = nil
 }
 
-// handedOver tells whether a release handed us the lock and announced the
-// lease it gave (see waitRoom.wants), and returns the lease we may count
-// on: then we take the lock without claiming it, one round trip sooner,
-// and the watchdog extends it to the TTL at once. The hand-over came
-// after our first attempt was sent (that attempt, or a later one, gave us
-// our place in the queue), so on the server's clock the lease lasts at
-// least until firstSent+lease, however late the announcement arrived.
-// An exclusive lock or a semaphore's slot (the release made the waiter a
-// holder); a shared waiter claims, to make the hold a share. Not with a
-// fence (the claim takes it),
-// WithReplicaAck (the claim's WAIT makes the hold durable first) or
-// without the watchdog (the lock holds its TTL from the start), nor when
-// less than half the lease is left by that reckoning: then the next
-// attempt claims it, as any attempt would.
+// handedOver returns the lease announced by a release that handed us the
+// lock (see waitRoom.wants), when we may take it without a claim, one
+// round trip sooner; the watchdog then extends it to the TTL at once. The
+// hand-over came after our first attempt was sent (it, or a later one,
+// queued us), so by the server's clock the lease lasts at least until
+// firstSent+lease, however late the announcement. Only for an exclusive
+// lock or a semaphore slot (a shared waiter claims, to make its hold a
+// share), and not with a fence (the claim takes it), WithReplicaAck (the
+// claim's WAIT makes the hold durable first) or without the watchdog (the
+// lock holds its TTL from the start), nor with under half the lease left
+// by that reckoning: the next attempt claims it then.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false
@@ -385,15 +362,11 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 }
 
 // failed turns an attempt's error into the call's. An attempt without an
-// answer from Redis (a timeout, a dead connection, ctx ending while it
-// was on its way) may still reach Redis and take the key under our token:
-// the janitor gives it back. (A quorum gives back its late answers itself.)
-//
-// An attempt that never left this Client (its ctx ended while it was
-// queued behind other callers' commands, see batcher) has nothing to give
-// back: only our place in the queue from an earlier attempt, if any, which
-// close gives back. When ctx has ended, the error also says why the wait
-// stopped.
+// answer (a timeout, a dead connection, ctx ending on its way) may still
+// reach Redis and take the key under our token: the janitor gives it back
+// (a quorum gives back its late answers itself). One that never left this
+// Client (see unsentError) has nothing to give back but our place from an
+// earlier attempt, which close gives back.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
@@ -401,9 +374,8 @@ func (a *acquisition) failed(err error) error {
 		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
 			a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
 		}
-		// Our place in the queue, if any, is the janitor's to give
-		// back, or lapses by itself: no further call to a Redis that
-		// just failed.
+		// Our place in the queue is now the janitor's to give back, or
+		// lapses: no further call to a Redis that just failed.
 		a.inQueue = false
 	}
 	switch {
@@ -461,10 +433,8 @@ func (a *acquisition) handOut() error {
 	return nil
 }
 
-// succeed hands out the Lock, held for lease from a.sent (the TTL, or a
-// hand-over's lease, see handedOver) and taken at took (its hold counts
-// from then), unless the reply came after the lease's safe deadline: then
-// the key is given back and the caller told. An exclusive holder keeps
+// succeed hands out the Lock, leased for lease from a.sent and taken at
+// took (see handedOver), after handOut's checks. An exclusive holder keeps
 // the turn of this Client's waiters for the key; any other passes it on.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
 	if err := a.handOut(); err != nil {
@@ -496,9 +466,8 @@ func (a *call) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our place in the
-// server's queue (see Client.leave), the turn among this Client's waiters,
-// the timers.
+// close undoes what a failed acquisition leaves: our place in the server's
+// queue (see Client.leave), the turn among this Client's waiters, timers.
 func (a *acquisition) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref)
@@ -517,10 +486,9 @@ func (a *acquisition) close() {
 	}
 }
 
-// sleep waits until the next attempt is due, after one that found the lock
-// held: when the current wait of the strategy ends, when the holder's lease
-// would end, every queueRefresh while queued (which keeps our place and
-// catches an announcement that was lost), or at once when a release is
+// sleep waits until the next attempt is due: the end of the strategy's
+// wait, the holder's lease end, every queueRefresh while queued (which
+// keeps our place and catches a lost announcement), or a release
 // announced. It returns the verdict when the strategy allows no more waits.
 func (a *acquisition) sleep() error {
 	if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
@@ -548,19 +516,17 @@ func (a *acquisition) sleep() error {
 			return err
 		}
 		// A waiter that queues (or watches) does not ask at the end of a
-		// wait (a release hands it the lock, or announces itself): the
-		// next wait begins, or, when the strategy allows none, one last
-		// attempt before the verdict.
+		// wait (a release hands it the lock, or announces itself): the next
+		// wait begins, or one last attempt before the verdict.
 		if !a.patience.begin(time.Now()) {
 			return nil
 		}
 	}
 }
 
-// nextWake is when to look again without an announcement heard: the end
-// of the strategy's current wait (waitEnds), the holder's lease end, and,
-// for a call that queues or watches on the server, the refresh that keeps
-// its place, whichever comes first.
+// nextWake is when to look again without an announcement: the end of the
+// strategy's wait (waitEnds), the holder's lease end, or, queued or
+// watching, the refresh that keeps our place, whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
 	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
