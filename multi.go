@@ -23,43 +23,37 @@ const MaxMultiNames = 1000
 // Lock: for work that must hold several names at once (two accounts of a
 // transfer, every file of a batch).
 //
-// Each name is the lock Acquire would take (the same key, so Acquire of
-// one of the names waits for the multi lock and the other way round, and
-// Inspect of one of them shows the holder and its metadata). The Lock has
-// one token, written to every name, one lease, one context and one
-// watchdog entry: every extension extends all the names, and if any of
-// them is found gone or held by another token, the whole lock is lost (its
-// context is cancelled with a *LostError naming that name). Release
-// releases all of them.
+// Each name is the lock Acquire would take (the same key: Acquire of one
+// of the names waits for the multi lock and the other way round, and
+// Inspect shows the holder). The Lock has one token, written to every
+// name, one lease, one context and one watchdog entry: every extension
+// extends all the names, and if any of them is found gone or held by
+// another token, the whole lock is lost (its *LostError names that name).
+// Release releases all of them.
 //
 // On one server (or Sentinel) one script takes every name atomically. On a
-// Redis Cluster the names are taken one hash slot at a time, each slot's
-// names by one script, in one global order (by slot, then name); when a
-// name is found held, what this attempt took is given back before the call
-// waits or fails. No caller holds a name while it waits for another, so
-// callers with overlapping sets never deadlock. A NewQuorum Client, and a
-// go-redis Ring (whose shards one script cannot span), refuse it.
+// Redis Cluster the names are taken one hash slot at a time, in one global
+// order (by slot, then name); when a name is found held, what this attempt
+// took is given back before the call waits or fails, so no caller holds a
+// name while it waits for another, and overlapping sets never deadlock.
 //
-// With WithFencing each name gets a fence from its own counter, as Acquire
-// would give it: Lock.FenceOf(name) returns it, and Lock.Fence (and
-// FenceFromContext) the fence of names[0]. Lock.Name and Lock.Key are
-// names[0]'s too. WithMetadata applies to every name.
+// With WithFencing each name gets a fence from its own counter:
+// Lock.FenceOf(name) returns it, and Lock.Fence (and FenceFromContext)
+// names[0]'s. Lock.Name and Lock.Key are names[0]'s too. WithMetadata
+// applies to every name.
 //
-// Waiting follows the retry strategy as Acquire does (default: no wait),
-// bounded by ctx (and MaxWaitWithoutDeadline when ctx has no deadline),
-// with one difference: a multi waiter is never handed a name. It watches
-// the name that kept it out (a watcher in that name's queue, which makes
-// its release announce itself), and tries again when the release is
-// heard, when the holder's lease of that name would end, or when its
-// backoff ends, whichever comes first.
+// Waiting follows the retry strategy as Acquire does, but a multi waiter
+// is never handed a name: it watches the name that kept it out (an entry
+// in that name's queue makes its release announce itself), and tries again
+// when the release is heard, when the holder's lease of that name would
+// end, or when its backoff ends, whichever comes first.
 //
 // Errors: as Acquire's, the name in ErrNotAcquired being the name found
 // held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more
 // than MaxMultiNames, an empty or twice-given name, WithFailOpen, or a
-// quorum or Ring Client. A failed call leaves no name held: what an attempt
-// took is given back, token-checked, and what an attempt without an answer
-// may have taken is given back in the background until its lease would
-// have run out. On success the caller must call Lock.Release.
+// quorum or Ring Client (whose shards one script cannot span). A failed
+// call leaves no name held, as a failed Acquire. On success the caller
+// must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -90,14 +84,12 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 type multiRef struct {
 	first   string // the caller's names[0]
 	firstAt int    // its place in names
-	// blocker is the place in names of the name that kept the last
-	// attempt out; watcher the caller's entry in its queue while it waits
-	// (see lua/multi_acquire.lua). Written by the attempts only.
+	// blocker: the place in names of the name that kept the last attempt
+	// out; watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
 	watcher string
-	// acquires and releases are the EVALSHAs of an attempt and of the
-	// release of the lock's own token, one per group, prepared on first
-	// use (see prepare); releasing is the lockRef that token is in.
+	// acquires and releases: an attempt's and the lock's release's
+	// EVALSHAs, one per group (see prepareFor); releasing: whose token.
 	acquires, releases [][]any
 	releasing          *lockRef
 	names              []string // by hash slot (on a cluster), then name
@@ -118,9 +110,8 @@ type multiRef struct {
 // them on one server, one hash slot's on a cluster.
 type multiGroup struct{ from, to int }
 
-// newMultiRef checks names and lays out their keys: an invalid-argument
-// error for an empty name, a name given twice, or a name Acquire would
-// refuse.
+// newMultiRef checks names (an invalid-argument error for an empty name, a
+// name twice, or one Acquire would refuse) and lays out their keys.
 func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
 		name, span string
@@ -173,11 +164,9 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	return m, nil
 }
 
-// prepare returns, for each group, the EVALSHA of the script sha on its
-// names' keys, then their extra keys (each a []string by names' order),
-// then args. A group's first key is a string (go-redis routes by it); the
-// other keys go in as *string, which go-redis writes as the string, so
-// that nothing is boxed per key.
+// prepare returns, for each group, the EVALSHA of script sha on its names'
+// keys, then their extra keys (each by names' order), then args; keys after
+// the first (which go-redis routes by) go in as *string (see lockRef).
 func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	cmds := make([][]any, len(m.groups))
 	for i, g := range m.groups {
@@ -197,7 +186,6 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-// queues returns the names' queues and their expiries, by names' order.
 func (m *multiRef) queues() (queues, expiries []string) {
 	both := make([]string, 2*len(m.keys))
 	queues, expiries = both[:len(m.keys)], both[len(m.keys):]
@@ -238,10 +226,9 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	return code, nil
 }
 
-// runGroups sends the first upto of cmds (one per group, see prepare) of
-// the script whose source is source, and returns each one's command: one
-// group through the batcher, several in one pipeline (a cluster splits it
-// by node), with EVAL for those that met NOSCRIPT.
+// runGroups sends the first upto of cmds (one per group): one through the
+// batcher, several in one pipeline (a cluster splits it by node), again
+// with EVAL (source) for those that met NOSCRIPT.
 func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
 	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
@@ -288,10 +275,9 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	return replyDone, firstErr
 }
 
-// extendMulti extends every name of ref's multi lock: replyDone, or
-// replyGone / replyForeign for the whole lock when one name is not ours
-// (recorded in lost). With WithReplicaAck (one group: not on a cluster)
-// the script goes with its WAIT.
+// extendMulti extends every name of m: replyDone, or replyGone/replyForeign
+// for the whole lock when a name is not ours (recorded in lost). With
+// WithReplicaAck (one group: not on a cluster) its WAIT goes along.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
 		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
@@ -304,9 +290,8 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
-// releaseMulti deletes every name of ref's multi lock (of its first upto
-// groups) that holds ref.token, and announces each release; replies as
-// release.
+// releaseMulti deletes the names of ref's first upto groups that hold
+// ref.token, announcing each release; replies as release.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
 	releases := m.releases
@@ -341,9 +326,8 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 	return shortest, nil
 }
 
-// abandonWithMulti is abandon for refs among which some are multi locks:
-// those are released one by one (each its groups in one pipeline), the
-// others as abandon does.
+// abandonWithMulti is abandon when some refs are multi locks: those go one
+// by one (each its groups in one pipeline), the others through abandon.
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
@@ -364,11 +348,10 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 	return replies, errs
 }
 
-// FenceOf returns the fencing token that the lock took for name: for a
-// Lock from AcquireMulti with WithFencing, the fence of each of its names;
-// for any other Lock, Fence() when name is its name. It reports false when
-// name is not one of the lock's names, when the lock was taken without
-// WithFencing, and on a nil Lock.
+// FenceOf returns the fencing token the lock took for name: each name's
+// for a Lock from AcquireMulti with WithFencing, Fence() for any other Lock
+// when name is its name. It reports false when name is not one of the
+// lock's names, without WithFencing, and on a nil Lock.
 func (l *Lock) FenceOf(name string) (int64, bool) {
 	if l == nil {
 		return 0, false
@@ -384,8 +367,6 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	return m.fences[i], true
 }
 
-// lostName is the name a loss of l reports: for a multi lock, the name
-// found gone or someone else's (the first name when none was).
 func (l *hold) lostName() string {
 	if l.ref.multi != nil {
 		return l.ref.multi.lostName()
@@ -393,12 +374,11 @@ func (l *hold) lostName() string {
 	return l.name
 }
 
-// acquireMulti makes one attempt at every name of ref's multi lock, group
-// by group, under the attempt's token (a late reply to an earlier attempt,
-// or its clean-up, then cannot touch this one's keys); when a group finds
-// a name held, it gives back what the groups before it took, and records
-// which name kept it out (multiRef.blocker). A waiting caller's watcher
-// goes in that name's queue (see lua/multi_acquire.lua).
+// acquireMulti makes one attempt at every name, group by group, under the
+// attempt's token (so a late reply to an earlier attempt, or its clean-up,
+// cannot touch this one's keys). When a group finds a name held, it gives
+// back what the groups before it took and records the blocker; a waiting
+// caller's watcher goes in that name's queue (see lua/multi_acquire.lua).
 func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	m := ref.multi
 	if m.acquires == nil {
@@ -441,12 +421,9 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 // attempts are the only writers, before the Lock is handed out.
 func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
-	if o.fencing {
-		fenced = "1"
-	}
 	var extra [][]string
 	if o.fencing {
-		extra = append(extra, m.fenceKeys)
+		fenced, extra = "1", append(extra, m.fenceKeys)
 	}
 	if ref.waiting {
 		queues, expiries := m.queues()
@@ -456,10 +433,9 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
 }
 
-// giveBack releases, token-checked, what the first upto groups of ref took
-// in this attempt, on a context detached from the caller's; if that fails
-// the janitor keeps trying. It waits for the reply, so that a failed
-// AcquireMulti returns with nothing held.
+// giveBack releases, token-checked, what ref's first upto groups took in
+// this attempt, detached from the caller, and waits for it, so that a
+// failed AcquireMulti returns with nothing held (else the janitor retries).
 func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	if upto == 0 {
 		return
