@@ -15,21 +15,18 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// The one waiting room: a Client's callers that wait for one key, of any
-// kind, share its room and its subscription to the key's announcements
-// (see notifier). A plain release wakes everyone in it; a hand-over wakes
-// the one caller it was handed to, by its ticket (its seat). The callers
-// of a kind that takes turns (exclusive and multi, see lockKind) wait in
-// line for the room's turn, and only the turn holder asks Redis; a shared
-// or semaphore waiter takes no turn: each has its own place in the
-// server's queue, and others may be let in with it.
+// waitRooms are a Client's waiting rooms: the callers that wait for one
+// key, of any kind, share its room and its subscription (see notifier). A
+// plain release wakes everyone in it; a hand-over only the caller seated
+// with its ticket. Exclusive and multi callers wait in line for the room's
+// turn, and only its holder asks Redis; shared and semaphore waiters each
+// queue on the server instead.
 type waitRooms struct {
 	notifier *notifier
 	alarms   *alarms // the Client's: they close the rooms left idle
-	// tag names this Client's waiters to the release script: a waiter's
-	// token begins with it (see waiterToken), and a release that hands the
-	// lock to the waiter announces it on handoverChannel(key, tag), which
-	// only this Client hears. "" without a notifier.
+	// tag begins this Client's waiters' tokens (see waiterToken), so that a
+	// release handing one the lock announces it on handoverChannel(key,
+	// tag), which only this Client hears; "" without a notifier.
 	tag string
 
 	mu    sync.Mutex
@@ -46,9 +43,8 @@ type waitRoom struct {
 	// linger closes the room once idle (see leave), ringing lingerRing.
 	linger     alarm
 	lingerRing idleRoomRing
-	// seenHeld: the turn holder found the lock held, or holds it; the
-	// callers in line who give up then report ErrNotAcquired. Cleared
-	// when the room goes idle.
+	// seenHeld: the turn holder found the lock held, or holds it: callers
+	// in line who give up report ErrNotAcquired. Cleared when idle.
 	seenHeld atomic.Bool
 
 	mu sync.Mutex // guards gen and seats; the notifier delivers under it
@@ -58,22 +54,19 @@ type waitRoom struct {
 	seats map[string]*seat // by ticket (see handoffTicket)
 }
 
-// seat is a caller's place in a room, where a hand-over to its ticket
-// finds it.
+// seat is where a hand-over to a caller's ticket finds it.
 type seat struct {
 	woken chan struct{} // buffered: a hand-over to it was announced
-	// handed is the last hand-over announced with the lease it gave,
-	// which the caller may take without a claim (see
-	// acquisition.handedOver).
-	handed *handover
+	// handed: the lease the last announced hand-over gave (0: none), which
+	// the caller may take without a claim (see acquisition.handedOver).
+	handed time.Duration
 }
 
 // queuedWaiter is a goroutine in line for a room's turn.
 type queuedWaiter struct {
 	turn chan struct{} // closed to hand over the turn
-	// ref is the waiter's lock, whose first attempt a releaser of this
-	// Client may send right behind its release (see Lock.release); nil
-	// when it may not. early is that attempt, set before turn is closed.
+	// ref: the waiter's lock, whose first attempt a releaser may send behind
+	// its release (nil: not); early: that attempt, set before turn closes.
 	ref   *lockRef
 	early *earlyAttempt
 }
@@ -85,13 +78,7 @@ type earlyAttempt struct {
 	reply *redis.Cmd
 }
 
-// handover is an announced hand-over, with the lease the release gave.
-type handover struct {
-	lease time.Duration
-}
-
-// expect seats the caller of ticket: a hand-over to it wakes it from now
-// on.
+// expect seats ticket's caller: a hand-over to it wakes it from now on.
 func (r *waitRoom) expect(ticket string) *seat {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -106,7 +93,6 @@ func (r *waitRoom) expect(ticket string) *seat {
 	return s
 }
 
-// unseat takes ticket's seat out.
 func (r *waitRoom) unseat(ticket string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -123,12 +109,10 @@ func (r *waitRoom) wakeup() <-chan struct{} {
 	return r.gen
 }
 
-// wants delivers an announcement, and tells whether it woke anyone: a
-// plain release wakes everyone; a hand-over only the caller seated with
-// its ticket. A hand-over's announcement is "g:" and the ticket, then
-// "/" and the lease in milliseconds the release gave (see
-// lua/handover.lua); one without the lease (a release of an earlier
-// version, or a shared waiter let in) is claimed as before.
+// wants delivers an announcement and tells whether it woke anyone: a plain
+// release wakes everyone, a hand-over ("g:" ticket "/" lease in ms, see
+// lua/handover.lua) only the caller seated with its ticket. One without the
+// lease (an older release, a shared waiter let in) is claimed.
 func (r *waitRoom) wants(payload string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -145,9 +129,9 @@ func (r *waitRoom) wants(payload string) bool {
 	if s == nil {
 		return false // handed to a waiter of another process
 	}
-	s.handed = nil
+	s.handed = 0
 	if ms, err := strconv.ParseInt(lease, 10, 64); withLease && err == nil && ms > 0 && ms <= maxLeaseMs {
-		s.handed = &handover{lease: time.Duration(ms) * time.Millisecond}
+		s.handed = time.Duration(ms) * time.Millisecond
 	}
 	select {
 	case s.woken <- struct{}{}:
@@ -165,12 +149,12 @@ func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.seats[ticket]
-	if s == nil || s.handed == nil {
+	if s == nil || s.handed == 0 {
 		return 0, false
 	}
-	h := s.handed
-	s.handed = nil
-	return h.lease, true
+	lease := s.handed
+	s.handed = 0
+	return lease, true
 }
 
 // newWaitRooms returns the rooms of a Client; rdb nil means no release
@@ -192,14 +176,12 @@ var (
 	errSeenHeld = errors.New("seen held by the caller ahead in line")
 )
 
-// enter returns the room of key, and when turn is set, with its turn held
-// by the caller, waiting in line if another goroutine of this Client
-// holds it; then also the attempt the goroutine that handed it the turn
-// made for it, if any (for ref, when not nil). The wait in line counts
-// against p, the caller's strategy. It fails with ctx's error,
-// errPatience, or errClosing once closing is closed; if the turn came as
-// it gave up, it returns the room (and any early attempt) with the error:
-// the caller cleans up and leaves the room.
+// enter returns key's room, with its turn held by the caller when turn is
+// set, waiting in line (counted against p) while another goroutine of this
+// Client holds it; then also the attempt a releaser made for it (for ref,
+// when not nil). It fails with ctx's error, errPatience, or errClosing; if
+// the turn came as it gave up, it returns the room (and any early attempt)
+// with the error: the caller cleans up and leaves the room.
 func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
@@ -228,8 +210,7 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 		return nil, nil, err
 	} else {
 		// The turn is being handed to us as we give up. A releaser may
-		// be sending an attempt for us: wait for it (one round trip,
-		// bounded by the releaser's context and the client's timeouts),
+		// be sending an attempt for us: wait for it (one round trip),
 		// so that the caller can undo it.
 		<-me.turn
 		return room, me.early, err
@@ -266,9 +247,8 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 	}
 }
 
-// dropOut takes me out of room's line (and the room), and tells whether
-// the turn holder had seen the lock held; out is false when me was no
-// longer in line (the turn is being handed to it).
+// dropOut takes me out of room's line, telling whether the turn holder saw
+// the lock held; out is false when the turn is being handed to me.
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -282,11 +262,9 @@ func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out boo
 	return false, false
 }
 
-// takeNext hands the turn of room, held by the caller, straight to the
-// next goroutine in line that accepts an early attempt, and returns it; the
-// caller sets its early attempt and then closes its turn. nil: nobody in
-// line (or the next does not accept one), and the caller leaves the room
-// as usual. The caller's place in the room goes to the next.
+// takeNext hands room's turn, held by the caller, to the next in line if
+// it accepts an early attempt, and returns it (nil: the caller leaves as
+// usual); the caller sets its early attempt, then closes its turn.
 func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -304,9 +282,8 @@ func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 // subscribe and unsubscribe each time.
 const roomLinger = 100 * time.Millisecond
 
-// leave takes a caller out of the room; with turn, it held the turn,
-// which goes to the next in line. A room left idle closes after
-// roomLinger unless someone enters it again.
+// leave takes a caller out of the room; with turn, its turn goes to the
+// next in line. A room left idle closes after roomLinger.
 func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -374,10 +351,8 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	w.mu.Lock()
 	sub := room.sub
 	if sub == nil {
-		// The shared channel for plain releases (a release with nobody
-		// live in line, or waiters that cannot queue), and ours for a
-		// hand-over: the second's confirmation makes the subscription
-		// ready.
+		// The lock's channel for plain releases, and ours for a hand-over,
+		// whose confirmation makes the subscription ready.
 		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 		room.sub = sub
 	}
@@ -414,8 +389,7 @@ func (w *waitRooms) close(ctx context.Context) {
 	}
 }
 
-// wokenChan is the channel of a hand-over to s; nil (never ready) for no
-// seat.
+// wokenChan is s's hand-over channel; nil (never ready) without a seat.
 func (s *seat) wokenChan() <-chan struct{} {
 	if s == nil {
 		return nil
