@@ -14,57 +14,48 @@ import (
 )
 
 // Info is what Client.Inspect reads of a lock, and what Client.Break found
-// before it broke one. It is a value that nothing in the library keeps or
-// changes after returning it (copies share Nodes). It never holds the
-// holder's token.
+// before it broke one: a value nothing in the library keeps or changes
+// (copies share Nodes). It never holds the holder's token.
 type Info struct {
 	// Name is the lock name; Key its Redis key.
 	Name, Key string
-	// Held tells whether the lock is held. On a quorum Client: by the same
-	// holder on a majority of the nodes.
+	// Held tells whether the lock is held (on a quorum Client: by the same
+	// holder on a majority of the nodes).
 	Held bool
-	// TTL is the lease left: 0 when the lock is not held, negative when the
-	// key has no expiry (someone removed it by hand: the lock will not
-	// lapse by itself; Break ends it).
+	// TTL is the lease left: 0 when not held, negative when the key has no
+	// expiry (someone removed it by hand: only Break ends it). For shared
+	// holders or a semaphore, the latest lease's.
 	TTL time.Duration
-	// Metadata is the holder's metadata (see WithMetadata), "" when none.
+	// Metadata is the holder's metadata (see WithMetadata); "" when none,
+	// and for shared holders or a semaphore (see Holders).
 	Metadata string
-	// Fence is the last fencing token handed out for the name, 0 when no
-	// fenced acquisition happened yet (or the counter was lost). The next
-	// fenced holder gets a larger one. Always 0 on a quorum Client, which
-	// does not fence.
+	// Fence is the last fencing token handed out for the name, 0 when none
+	// yet (or the counter was lost); the next fenced holder gets a larger
+	// one. Always 0 on a quorum Client.
 	Fence int64
-	// Waiters counts the callers waiting for the lock in the server's
-	// queue, on every Client and process: Acquire and RunWithLock calls
-	// with a retry strategy whose place has not lapsed. Always 0 on a
-	// quorum Client, whose waiters poll instead of queueing.
+	// Waiters counts the callers queued on the server for the lock, on
+	// every Client and process, whose place has not lapsed. Always 0 on a
+	// quorum Client, whose waiters poll.
 	Waiters int
-	// Shared counts the shared holders (AcquireShared) whose lease is
-	// running when the lock is held shared; 0 when it is held exclusively
-	// or not held. Held is then true, TTL is the latest shared lease's
-	// and Metadata is "" (each shared holder has its own: see Holders).
+	// Shared counts the shared holders whose lease is running; 0 unless
+	// the lock is held shared.
 	Shared int
 	// Kind says which kind of lock holds the name: "lock" (Acquire,
 	// RunWithLock, Elect, AcquireMulti, and every lock of a quorum
-	// Client), "shared" (AcquireShared) or "semaphore"
-	// (AcquireSemaphore); "" when the name is not held.
+	// Client), "shared" (AcquireShared) or "semaphore" (AcquireSemaphore);
+	// "" when the name is not held.
 	Kind string
-	// Count is how many hold the name: 1 for a held lock, the shared
-	// holders (as Shared) or the semaphore's holders whose leases are
-	// running; 0 when it is not held.
+	// Count is how many hold the name: 1 for a lock, the shared holders, or
+	// the semaphore's holders whose leases are running; 0 when not held.
 	Count int
-	// Limit is a semaphore's limit, the one its holders use; 0 for the
-	// other kinds. For a semaphore, TTL is its latest lease's and
-	// Metadata is "" (each holder has its own: see Holders).
+	// Limit is a semaphore's limit, the one its holders use; 0 otherwise.
 	Limit int
-	// Holders describes the shared holders of a lock held shared, and
-	// the holders of a semaphore, each with its metadata and lease left,
-	// the lease that ends first first; at most 100 of them (Count says
-	// how many there are). nil for a lock held exclusively, whose holder
-	// Metadata and TTL describe, and when the name is not held.
+	// Holders describes the shared holders or a semaphore's holders, each
+	// with its metadata and lease left, the lease that ends first first; at
+	// most 100 of them (Count says how many there are). nil otherwise.
 	Holders []HolderInfo
-	// Nodes is, on a quorum Client (NewQuorum), each node's view, in the
-	// order of the clients given to NewQuorum; nil on any other Client.
+	// Nodes is, on a quorum Client, each node's view, in the order of the
+	// clients given to NewQuorum; nil on any other Client.
 	Nodes []NodeInfo
 }
 
@@ -85,39 +76,33 @@ type NodeInfo struct {
 	Held     bool
 	TTL      time.Duration
 	Metadata string
-	// Majority tells whether the node holds the value that a majority
-	// holds, the holder Info reports.
+	// Majority tells whether the node holds what a majority holds.
 	Majority bool
 	// Err is why the node could not be read (the fields above are then
 	// zero): a Redis error, ErrNotALock, or a missed per-node timeout.
 	Err error
 }
 
-// Inspect reports the state of the lock called name, under the Client's key
-// prefix, in one round trip: whether it is held and by which kind of lock
-// (an exclusive lock, shared holders, a semaphore), the lease left, the
-// holders' metadata (and, for shared holders and a semaphore's, each one's
-// lease left; a semaphore's limit), the last fence handed out and how many
-// waiters are queued on the server. It runs a script that only reads (so all of it
-// describes one instant), and never sees or returns the holder's token.
-// Anyone may call it: it needs no lock and changes nothing, and it works
-// after Client.Close too. It is also the way to ask who leads an election
-// (Elect): the leader holds the lock.
+// Inspect reports the state of the lock called name, under the Client's
+// key prefix, in one round trip: whether it is held and by which kind of
+// lock, the lease left, the holders' metadata (and for shared holders and
+// a semaphore's, each one's lease left; a semaphore's limit), the last
+// fence handed out and how many waiters are queued on the server. Its
+// script only reads, so all of it describes one instant, and never sees
+// the holder's token. Anyone may call it, also after Client.Close. It is
+// the way to ask who leads an election (Elect): the leader holds the lock.
 //
 // On a quorum Client it reads every node at once (waiting for each at most
-// the per-node timeout, TTL/20) and reports each in Info.Nodes; Info.Held
-// is set when a majority holds the same holder, with that holder's metadata
-// and the lease that a majority still guarantees.
+// TTL/20) and reports each in Info.Nodes; Info.Held is set when a majority
+// holds the same holder, with its metadata and the lease a majority still
+// guarantees.
 //
-// Errors:
-//   - ErrInvalidArgument for a nil ctx or a name Acquire would refuse
-//     (nothing is sent);
-//   - ErrNotALock when the lock's key, its fence counter or its queue holds
-//     a value of another type (a sorted set in the lock's key is a
-//     semaphore's);
-//   - on a quorum Client, a *QuorumError when fewer than a majority of the
-//     nodes could be read (Info.Nodes then says what each one did);
-//   - otherwise the Redis error, wrapped with the name.
+// Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
+// (nothing is sent); ErrNotALock when the lock's key, its fence counter or
+// its queue holds a value of another type (a sorted set in the lock's key
+// is a semaphore's); on a quorum Client, a *QuorumError when fewer than a
+// majority of the nodes could be read (Info.Nodes says what each did);
+// otherwise the Redis error, wrapped with the name.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
 	if err != nil {
@@ -150,8 +135,7 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	return names[:keyLen], nil
 }
 
-// stateKeys are the keys the inspect and break scripts read, in the order
-// of lua/state.lua.
+// stateKeys are the keys of lua/state.lua, in its order.
 func stateKeys(key string) []string {
 	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }
@@ -251,11 +235,9 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	return info, holder, handed, nil
 }
 
-// notALockError says which key holds what instead of a lock (for Inspect
-// and Break the script's words: "lock:{job} holds a hash, not a lock"; for
-// an acquire call Redis' WRONGTYPE error, which a lock of another kind
-// under the same name also meets). It matches ErrNotALock, and wraps
-// Redis' error, if any.
+// notALockError says which key holds what instead of a lock (the script's
+// words for Inspect and Break, Redis' WRONGTYPE error for an acquire). It
+// matches ErrNotALock and wraps Redis' error, if any.
 type notALockError struct {
 	msg string
 	err error // Redis' WRONGTYPE error; nil for a fence counter that is not a number

@@ -42,10 +42,8 @@ type hold struct {
 	acquiredAt time.Time
 
 	// extending serialises extensions (watchdog and Extend), so that the
-	// last confirmed one is also the last one Redis executed. The
-	// watchdog only tries to take it; Extend waits on extendFreed, made
-	// (guarded by mu) only when it has to wait: a hold allocates nothing
-	// for it.
+	// last confirmed is the last Redis ran. The watchdog only tries to take
+	// it; Extend waits on extendFreed (guarded by mu), made only when it must.
 	extending   atomic.Bool
 	extendFreed chan struct{}
 
@@ -58,38 +56,26 @@ type hold struct {
 	lastErr       error         // the last extension error, for an Unreachable loss
 	// ended is what ended the hold (ErrReleased, a *LostError, or an
 	// error matching ErrClosed); nil while held. Set once, by end.
-	ended error
-	// releasing: releaseNone, releaseSending or releaseDone (see
-	// Lock.release).
-	releasing int
-	// The lock's context is made on first use (most holders never ask
-	// for it): parent gives its values; doneCause, once set, is the cause
-	// it is (or will be made) cancelled with. ctx carries no Lock (see
-	// Lock.Context).
+	ended     error
+	releasing int // releaseNone, releaseSending or releaseDone (see hold.release)
+	// The lock's context, made on first use (most holders never ask):
+	// parent gives its values; doneCause, once set, is the cause it is (or
+	// will be) cancelled with. It carries no Lock (see Lock.Context).
 	parent    context.Context
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	doneCause error
-	// caller is where the lock was acquired (a program counter), for the
-	// log of a Lock dropped while held.
-	caller uintptr
+	caller    uintptr // where the lock was acquired, for the log of a dropped Lock
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
 }
 
-// start makes l the held lock, acquired with fence by a command sent at
-// sent: the safe-deadline and max-hold timers and the watchdog start.
-func (l *hold) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
-	l.startLeased(ctx, fence, sent, sent, l.opts.ttl, room)
-}
-
-// startLeased is start for a lock whose lease on the server lasts at least
-// lease (at most the TTL) from sent, taken at took: a lock handed over by a
-// release, taken without a claim (see acquisition.handedOver), whose
-// lease is dated from an attempt before the hand-over while the hold
-// (WithMaxHold, HeldFor) counts from the take. When lease is shorter than
-// the TTL, the watchdog extends it to the TTL at once.
+// startLeased makes l the held lock, acquired with fence by a command sent
+// at sent, whose lease on the server lasts at least lease (at most the
+// TTL) from sent, taken at took (the hold counts from then: a hand-over's
+// lease is dated from an earlier attempt, see acquisition.handedOver).
+// When lease is shorter than the TTL, the watchdog extends it at once.
 func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
@@ -118,7 +104,6 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 // lease: 1% of the TTL plus 2ms, the figure the Redlock description uses.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// currentTTL returns the lease the lock is extended by.
 func (l *hold) currentTTL() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -170,7 +155,6 @@ func (l *Lock) Fence() int64 {
 	return l.h.fence
 }
 
-// pastSafeDeadline tells whether the safe deadline has passed.
 func (l *hold) pastSafeDeadline() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -218,8 +202,8 @@ func (l *Lock) Context() context.Context {
 }
 
 // context returns the hold's context, made on first use: it keeps the
-// acquire context's values but not its cancellation (a short wait timeout
-// must not end the hold), and is cancelled when the hold ends.
+// acquire ctx's values but not its cancellation (a short wait timeout must
+// not end the hold), and ends with the hold.
 func (l *hold) context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -263,9 +247,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // endedFor is notHeld for a caller: once it reports the hold ended, the
-// lock's context is done too. (A loss is logged and observed before the
-// context is cancelled, so there is a moment when it is not yet; waiting
-// for it is bounded by ctx.)
+// lock's context is done too (a loss is logged and observed before the
+// context is cancelled; the wait for it is bounded by ctx).
 func (l *hold) endedFor(ctx context.Context) error {
 	err := l.notHeld()
 	if err != nil {
@@ -292,10 +275,8 @@ func (l *hold) notHeld() error {
 	return join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
 }
 
-// tryExtending takes the extension slot if it is free.
 func (l *hold) tryExtending() bool { return l.extending.CompareAndSwap(false, true) }
 
-// waitExtending takes the extension slot, waiting for it within ctx.
 func (l *hold) waitExtending(ctx context.Context) error {
 	for !l.tryExtending() {
 		l.mu.Lock()
@@ -316,7 +297,6 @@ func (l *hold) waitExtending(ctx context.Context) error {
 	return nil
 }
 
-// doneExtending frees the extension slot, and wakes who waits for it.
 func (l *hold) doneExtending() {
 	l.extending.Store(false)
 	l.mu.Lock()
