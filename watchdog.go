@@ -9,45 +9,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The watchdog: one scheduler per Client extends every lock it holds.
-//
-// The scheduler keeps a heap of held locks ordered by when each is due for
-// extension, and one timer set to the earliest. When the timer fires, its
-// goroutine takes every lock due within a short coalescing window (a
-// quarter of the shortest interval among them: extending a little early is
-// harmless) and sends their extensions together, one pipeline per round
-// trip, then sets the timer for the next. So a Client owns no goroutine
-// between extensions, one while a batch is under way, and never more:
-// taking and releasing a lock at most moves the timer earlier (see
-// lazyTimer), which costs no goroutine start-up or wake-up on the
-// uncontended path.
-//
-// The watchdog never signals a loss by timing alone: the locks' safe
-// deadlines ring on a timer of their own (alarms, below; see
-// Lock.onSafeDeadline), so a batch stuck on a stalled connection delays no
-// loss signal.
+// scheduler is the watchdog: one per Client, it extends every lock the
+// Client holds, in the rounds of its timedQueue, each lock due within a
+// quarter of its interval (extending a little early is harmless) in one
+// pipeline per round trip. It never signals a loss by timing alone: safe
+// deadlines ring on alarms of their own, so a batch stuck on a stalled
+// connection delays no loss signal.
 type scheduler struct {
 	store store
-	bg    *background
-	// watchRDB is the go-redis client whose restart watch the scheduler
-	// joins while it holds locks (nil: none); watch is the one it joined.
+	// timedQueue: the held locks by next extension; its mu guards the scheduler.
+	timedQueue[*hold]
+	// watchRDB: the go-redis client whose restart watch the scheduler joins
+	// while it holds locks (nil: none); watch: the one it joined.
 	watchRDB  redis.UniversalClient
 	watchOpts *options
 	watch     *restartWatch
-	watching  bool // a member of watch; it joins once locks have been held for watchDelay (timedQueue.also)
-
-	// timedQueue: the held locks by when each is due for extension; its
-	// mu guards the scheduler. An item may join a round a quarter of its
-	// interval early (watch.slack): extending a little early is harmless.
-	timedQueue[*hold]
-	// failing: the last batch had an extension that could not reach
-	// Redis. The first batch that reaches it again has every other
-	// held lock checked at once (see noteReachability).
+	watching  bool // a member of watch, since locks were held for watchDelay (timedQueue.also)
+	// failing: the last batch had an extension that could not reach Redis:
+	// the first that reaches it again has every lock checked (see noteReachability).
 	failing bool
 }
 
 func newScheduler(s store, bg *background) *scheduler {
-	sc := &scheduler{store: s, bg: bg}
+	sc := &scheduler{store: s}
 	sc.init(bg, func(l *hold) time.Time { return l.watch.due }, func(l *hold) *int { return &l.watch.index }, sc.extend)
 	sc.slack = func(l *hold) time.Duration { return l.watch.slack }
 	sc.beforeRounds = sc.joinWatchLocked
@@ -151,8 +135,7 @@ func (s *scheduler) extend(batch []*hold) {
 			continue
 		}
 		if l.notHeld() != nil {
-			// Released (or lost) between leaving the heap and now:
-			// nothing to extend.
+			// Released (or lost) since it left the heap.
 			l.doneExtending()
 			continue
 		}
@@ -217,13 +200,11 @@ func (s *scheduler) extend(batch []*hold) {
 	}
 }
 
-// noteReachability looks at a batch's outcome for signs that the server
-// restarted, failed over or lost data, and then has every held lock
-// checked at once instead of at its own next extension (up to an interval
-// away): a key found gone (a restart without persistence, eviction,
-// FLUSHALL: the Client's other locks are likely gone too), or Redis
-// answering again after a batch that could not reach it (a restart or a
-// failover seen from here).
+// noteReachability has every held lock checked at once, not at its next
+// extension, when a batch shows that the server restarted, failed over or
+// lost data: a key found gone (no persistence, eviction, FLUSHALL: the
+// other locks are likely gone too), or Redis answering after a batch that
+// could not reach it.
 func (s *scheduler) noteReachability(reqs []extendRequest) {
 	failed, gone := false, false
 	for _, r := range reqs {
@@ -243,7 +224,6 @@ func (s *scheduler) noteReachability(reqs []extendRequest) {
 	}
 }
 
-// lookAtAll makes every lock in the heap due now.
 func (s *scheduler) lookAtAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
