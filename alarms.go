@@ -4,15 +4,12 @@ import (
 	"time"
 )
 
-// alarms rings what a Client times without Redis (see timedQueue): the
-// locks' safe deadlines (hold.onSafeDeadline) and maximum holds
-// (hold.onMaxHold), and the rooms left idle (waitRooms.closeIdle). Setting
-// an alarm for later than the timer's next firing, moving one later and
-// cancelling one touch no runtime timer, so an uncontended acquire +
-// release, whose deadline is always later than the one armed before it,
-// costs no timer operation. Each alarm rings on a goroutine of its own,
-// so a slow one (a user's logger or Observer) delays no other, and none
-// waits for Redis.
+// alarms rings what a Client times without Redis: safe deadlines, maximum
+// holds, idle rooms. Setting an alarm later than the next firing, moving
+// one later or cancelling one touches no runtime timer, so an uncontended
+// acquire + release (each deadline later than the last) costs none. Each
+// rings on a goroutine of its own: a slow one (a user's logger or
+// Observer) delays no other.
 type alarms struct {
 	bg *background
 	timedQueue[*alarm]

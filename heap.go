@@ -6,11 +6,9 @@ import (
 	"time"
 )
 
-// timeHeap is the one min-heap of the package: items ordered by a time
-// (the watchdog's due extensions, the safe-deadline alarms, the janitor's
-// clean-ups), each keeping its own index, so that it can be moved or taken
-// out in O(log n). when and slot say where an item keeps its time and its
-// index (-1: not in the heap). The owner's mutex guards it.
+// timeHeap is a min-heap of items by time, each keeping its index (-1: not
+// in it; see when and slot), so that it can be moved or removed in
+// O(log n). Its owner's mutex guards it.
 type timeHeap[T any] struct {
 	items []T
 	when  func(T) time.Time
@@ -26,14 +24,12 @@ func (h *timeHeap[T]) set(x T) {
 	heap.Push(h, x)
 }
 
-// remove takes x out, if it is in.
 func (h *timeHeap[T]) remove(x T) {
 	if i := *h.slot(x); i >= 0 {
 		heap.Remove(h, i)
 	}
 }
 
-// first returns the earliest item; ok is false when the heap is empty.
 func (h *timeHeap[T]) first() (x T, ok bool) {
 	if len(h.items) == 0 {
 		return x, false
@@ -72,15 +68,11 @@ func (h *timeHeap[T]) Pop() any {
 	return item
 }
 
-// timedQueue is the one timed queue behind a Client's watchdog (due
-// extensions), alarms (safe deadlines, maximum holds, idle rooms) and
-// janitor (give-backs): items due at a time, taken in rounds by one
-// lazyTimer on its own goroutine. A round hands every item that is due
-// (or within slack of it) to run, without the mutex; rounds follow each
-// other until none is due, and the timer is then set for the next item,
-// or stopped when none is left. So a queue owns no goroutine between
-// rounds and one during them. Its owner embeds it, and guards its own
-// state with mu.
+// timedQueue is the one timed queue behind a Client's watchdog, alarms and
+// janitor: items due at a time, taken in rounds by one lazyTimer. A round
+// hands everything due (or within slack) to run, without the mutex, until
+// nothing is due; then the timer is set for the next item, or stopped, so
+// no goroutine runs between rounds. Its owner embeds it and uses its mu.
 type timedQueue[T any] struct {
 	mu    sync.Mutex
 	items timeHeap[T]
@@ -110,13 +102,11 @@ func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T
 	}
 }
 
-// setLocked puts x in the queue, or moves it after its time changed.
 func (q *timedQueue[T]) setLocked(x T) {
 	q.items.set(x)
 	q.armLocked()
 }
 
-// removeLocked takes x out, if it is in.
 func (q *timedQueue[T]) removeLocked(x T) {
 	q.items.remove(x)
 	if q.items.Len() == 0 && !q.busy {
