@@ -242,7 +242,7 @@ func (a *acquisition) enterRoom(key string) error {
 			// The turn came as we gave up, with an attempt made for us:
 			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
+				a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl)
 			} else {
 				a.inQueue = true
 			}
@@ -372,7 +372,7 @@ func (a *acquisition) failed(err error) error {
 	var unsent unsentError
 	if !errors.As(err, &unsent) {
 		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
-			a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
+			a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl)
 		}
 		// Our place in the queue is now the janitor's to give back, or
 		// lapses: no further call to a Redis that just failed.
@@ -420,7 +420,7 @@ func (a *call) heldFor(holder time.Duration) {
 // back and returns the error for the caller.
 func (a *acquisition) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl))
+		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
 		return fmt.Errorf("%w: %s %s: the lease ran out before the reply arrived (%v after sending, TTL %v)",
 			ErrNotAcquired, a.kind.what(), a.subjectName(), time.Since(a.sent).Round(time.Microsecond), ttl)
 	}

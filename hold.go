@@ -141,7 +141,7 @@ func (l *Lock) dropped() {
 	if room != nil {
 		h.client.rooms().leave(room, true)
 	}
-	h.client.janitor().add(&h.ref, time.Now().Add(h.currentTTL()))
+	h.client.cleaner.add(&h.ref, time.Now().Add(h.currentTTL()))
 	heldFor := time.Since(h.acquiredAt)
 	frame, _ := runtime.CallersFrames([]uintptr{h.caller}).Next()
 	h.opts.log().Error("redislock: lock dropped without Release; releasing it",

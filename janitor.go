@@ -157,7 +157,7 @@ func (c *Client) leave(ref *lockRef) {
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
-			c.janitor().add(ref, time.Now().Add(queueHold))
+			c.cleaner.add(ref, time.Now().Add(queueHold))
 		}
 	}()
 	t := time.NewTimer(leaveWait)

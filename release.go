@@ -85,7 +85,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 		// It may or may not have run: give the token back in the
 		// background until the lease would have run out. Release may
 		// also be called again.
-		l.client.janitor().add(&l.ref, time.Now().Add(l.currentTTL()))
+		l.client.cleaner.add(&l.ref, time.Now().Add(l.currentTTL()))
 		state = releaseNone
 	case reply != replyDone:
 		lost = &LostError{Name: l.lostName(), Reason: reasonFor(reply), HeldFor: time.Since(l.acquiredAt)}
