@@ -12,11 +12,9 @@ import (
 // Key names come from internal/lockrules, which the redislock command and the
 // redislocktest kit share: the one owner of the layout.
 
-// lockKeys returns the key of the lock called name with the queue's keys
+// lockKeys returns the key of the lock called name with its queue's keys
 // after it, "prefix{name}:qx", in one string (the key is its first keyLen
-// bytes), or an invalid-argument error when the name is empty or would
-// not keep the lock's keys in one Redis Cluster hash slot (see
-// lockrules.WithExpiry).
+// bytes); an invalid-argument error for a name lockrules.WithExpiry refuses.
 func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	names, keyLen, err = lockrules.WithExpiry(prefix, name)
 	if err != nil {
@@ -41,10 +39,9 @@ func handoffTicket(token string) string {
 // channel (and wake for each other's hand-overs) about never.
 const handoverTagLen = 10
 
-// waiterToken returns the token of a waiter that queues on the server:
-// its Client's tag, a dot (not base32: the release script finds the tag
-// by it), then the random token. The tag is no secret; the 130 random
-// bits after it are.
+// waiterToken returns the token of a waiter that queues on the server: its
+// Client's tag, a dot (not base32: the release script finds the tag by
+// it), then the random token; the tag is no secret, the 130 bits after are.
 func waiterToken(tag string) string {
 	if tag == "" {
 		return rand.Text()
@@ -53,15 +50,12 @@ func waiterToken(tag string) string {
 }
 
 // handoverChannel is where a release announces a hand-over to a waiter of
-// the Client tagged tag (lua/release.lua): the lock's channel, ':', the
-// tag. The lock key's hash tag is in it, so on a cluster it is sharded to
-// the lock's node.
+// the Client tagged tag: the lock's channel (its hash slot), ':', the tag.
 func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }
 
-// sharedToken returns the token of a shared holder (AcquireShared): as
-// waiterToken, under the Client's shared tag, with an 's' (not base32)
-// before the random part, by which the scripts tell a shared waiter in
-// the lock's queue from an exclusive one (see lua/shared_acquire.lua).
+// sharedToken returns a shared holder's token: as waiterToken's, with an
+// 's' (not base32) before the random part, by which the scripts tell a
+// shared waiter in the queue from an exclusive one (lua/shared_acquire.lua).
 func sharedToken(tag string) string {
 	if tag == "" {
 		return "s" + rand.Text()

@@ -10,19 +10,11 @@ import (
 
 // lockKind is what a lock is on the server, as a value that the one
 // acquisition loop (acquire.go), the one waiting room (waitroom.go) and
-// the store (single.go) read: which scripts take, keep and let go of it,
-// how its waiters wait, and how errors name it. A kind that needs more
-// than a name keeps it in the lock's lockRef: a semaphore its limit, a
-// multi lock its names (multiRef).
-//
-// How waiters wait, by kind: an exclusive, shared or semaphore waiter
-// queues on the server, where the release that lets it in hands it the
-// lock (or its share, or a slot) and says so on its Client's channel; a
-// multi waiter watches the name that keeps it out, whose release is then
-// announced to everyone listening (see lua/handover.lua). In a Client,
-// the callers waiting for one key wait in line in its room, and only the
-// first asks Redis; an exclusive holder keeps that turn until it lets go,
-// so that the next caller's first attempt rides on its release.
+// the store (single.go) read: its scripts, how its waiters wait, its error
+// words. What a kind needs beyond a name is in its lockRef (a semaphore's
+// limit, a multi lock's names). An exclusive, shared or semaphore waiter
+// queues on the server, where the release that lets it in hands it over; a
+// multi waiter watches the name that keeps it out (lua/handover.lua).
 type lockKind uint8
 
 const (
@@ -42,15 +34,13 @@ func (k lockKind) handsOut() string {
 	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
 }
 
-// keepsTurn tells whether a holder keeps its Client's turn for the key
-// until it lets go: an exclusive holder does, a shared or semaphore holder
-// passes it on at once (others may hold with it), and so does a multi
-// lock, whose release sends no attempt for a waiter.
+// keepsTurn: an exclusive holder keeps its Client's turn for the key until
+// it lets go; a shared or semaphore holder passes it on at once (others may
+// hold with it), and so does a multi lock, whose release sends no attempt.
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
 
-// take is the way in of every kind but Acquire (see Client.acquire): it
-// checks the call, lays the lock out (layout fills in what the kind adds
-// to its lockRef), and runs the acquisition.
+// take is the way in of every kind but Acquire's: it checks the call, lays
+// the lock out (layout adds what the kind needs) and runs the acquisition.
 func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
 	o, err := c.callOptions(k, opts)
 	if err != nil {
@@ -96,7 +86,6 @@ func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 	return o, c.store.serves(k)
 }
 
-// layoutShared adds a shared hold's keys and arguments to r.
 func layoutShared(o *options, r *lockRef) {
 	r.extraKey = lockrules.Shared(r.key)
 	r.arg = min(handoffClaim, o.ttl).Milliseconds()

@@ -7,9 +7,8 @@ import (
 )
 
 // The Lua scripts live in lua/*.lua, each with a header giving its KEYS,
-// ARGV and replies. They are wrapped once here; redis.Script.Run sends
-// EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
-// restart or SCRIPT FLUSH), so scripts need no loading step.
+// ARGV and replies, wrapped once here; redis.Script.Run falls back from
+// EVALSHA to EVAL after NOSCRIPT (a restart, SCRIPT FLUSH): no loading step.
 var (
 	//go:embed lua/acquire.lua
 	acquireSource string
@@ -17,8 +16,7 @@ var (
 	extendSource string
 	//go:embed lua/release.lua
 	releaseBody string
-	// handover.lua is a function that release.lua, shared_release.lua
-	// and break.lua start with.
+	// handover.lua: a function release.lua, shared_release.lua and break.lua start with.
 	//go:embed lua/handover.lua
 	handoverSource string
 	releaseSource  = handoverSource + releaseBody
@@ -39,8 +37,7 @@ var (
 	inspectScript = redis.NewScript(stateSource + inspectSource)
 	breakScript   = redis.NewScript(stateSource + handoverSource + breakSource)
 
-	// The semaphore's own scripts (see semaphore.go): the exclusive
-	// lock's scripts do no work for semaphores.
+	// The semaphore's own scripts (see semaphore.go).
 	//go:embed lua/semaphore_acquire.lua
 	semAcquireSource string
 	//go:embed lua/semaphore_extend.lua
@@ -56,8 +53,7 @@ var (
 	semReleaseScript = redis.NewScript(semReleaseSource)
 	semPTTLScript    = redis.NewScript(semPTTLSource)
 
-	// AcquireMulti's scripts (see multi.go): the exclusive lock's scripts
-	// do no work for multi locks either.
+	// AcquireMulti's scripts (see multi.go).
 	//go:embed lua/multi_acquire.lua
 	multiAcquireSource string
 	//go:embed lua/multi_extend.lua
@@ -83,8 +79,7 @@ var (
 	multiPTTLSHA    any = multiPTTLScript.Hash()
 )
 
-// The shared (readers-writer) hold's scripts (see shared.go): the
-// exclusive lock's scripts are unchanged by it.
+// The shared hold's scripts (see shared.go).
 var (
 	//go:embed lua/shared_acquire.lua
 	sharedAcquireSource string
