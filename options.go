@@ -24,9 +24,7 @@ const (
 	// lock would be handed out already past its safe deadline.
 	MinTTL = lockrules.MinTTL
 	// MaxTTL is the longest lease WithTTL and Lock.Extend accept (24h): a
-	// holder that crashes blocks the name for its whole TTL, and with the
-	// watchdog the TTL need only cover a crash, not the work. A day lets a
-	// lease without the watchdog span a day-long job; a longer one is a
+	// lease without the watchdog may span a day-long job; a longer one is a
 	// unit mistake (WithTTL(math.MaxInt64) would be 292 years).
 	MaxTTL = lockrules.MaxTTL
 	// minExtendInterval is the shortest watchdog interval.
@@ -60,7 +58,6 @@ type options struct {
 	err            error  // bad option values, reported by every call
 	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
 	campaign       bool   // Elect's acquisitions: no MaxWaitWithoutDeadline cap
-	semLimit       int    // AcquireSemaphore's limit; 0: an exclusive lock
 }
 
 func defaultOptions() options {
@@ -210,20 +207,16 @@ func WithMaxHold(d time.Duration) Option {
 }
 
 // WithReplicaAck makes every write of the lock (the acquisition and each
-// extension) wait until at least replicas replicas have acknowledged it, with
-// Redis' WAIT replicas timeout, sent in the same round trip. An acquisition
-// that is not acknowledged in time is released again and fails with an error
-// matching ErrReplicaAck; an extension that is not acknowledged does not
-// move the safe deadline and is retried. Default off (0 replicas).
-//
-// It narrows the failover window (a promoted replica that acknowledged the
-// lock has it) but does not close it: WAIT does not make the write durable
-// on the replica or ensure that an acknowledging replica is the one
-// promoted, and a lock can still be lost between the write and the WAIT. It
-// needs replicas >= 1 and timeout > 0 (WAIT's 0 would block forever), and
-// a client on one primary (a plain or Sentinel failover client): WAIT must
-// travel on the connection that wrote, which a ClusterClient does not
-// promise.
+// extension) wait, with Redis' WAIT in the same round trip, until at least
+// replicas replicas acknowledged it or timeout passed. An acquisition not
+// acknowledged in time is released again and fails with an error matching
+// ErrReplicaAck; an extension not acknowledged does not move the safe
+// deadline and is retried. Default off. It narrows the failover window (a
+// promoted replica that acknowledged the lock has it) but does not close
+// it: WAIT makes no write durable on the replica, nor picks the replica
+// promoted. It needs replicas >= 1 and timeout > 0 (WAIT's 0 would block
+// forever), and a client on one primary (not a ClusterClient): WAIT must
+// travel on the connection that wrote.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if replicas < 1 || timeout <= 0 {
