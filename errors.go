@@ -10,9 +10,8 @@ import (
 
 // Sentinel errors. Every error this package returns wraps one of them, a
 // Redis error, or ctx.Err() (a call whose ctx ended before it could decide
-// anything returns ctx.Err() itself), so match with [errors.Is], never
-// with ==: most are wrapped to add the lock name, and some are joined with
-// ctx.Err().
+// anything returns it itself), so match with [errors.Is], never with ==:
+// most are wrapped to add the lock name, and some are joined with ctx.Err().
 var (
 	// ErrNotAcquired means someone else holds the lock and the retry
 	// strategy (if any) ran out, or the context ended while waiting; in the
@@ -42,21 +41,17 @@ var (
 	ErrClosed = errors.New("redislock: client closed")
 
 	// ErrNotALock is matched by the errors of Client.Inspect and
-	// Client.Break when the lock's key (or its fence counter, or its
-	// waiters' queue) holds a value of another type: someone else's data
-	// under the lock's name, not a lock. Acquire, AcquireShared,
-	// AcquireMulti, AcquireSemaphore and Elect fail with an error that
-	// matches it too when a key they need holds another type, including a
-	// lock of another kind under the same name (a semaphore where a lock
-	// is asked for, or the other way round); that error wraps Redis'
-	// WRONGTYPE error. (Extend and Release of a lock whose key was
-	// overwritten report ErrNotHeld: the lock is gone.)
+	// Client.Break when the lock's key (or its fence counter, or its queue)
+	// holds a value of another type, and by those of the acquiring calls
+	// (Acquire, AcquireShared, AcquireMulti, AcquireSemaphore, Elect) when
+	// a key they need does, a lock of another kind under the same name
+	// included; those wrap Redis' WRONGTYPE error. (Extend and Release of
+	// an overwritten key report ErrNotHeld: the lock is gone.)
 	ErrNotALock = errors.New("redislock: not a lock")
 
-	// ErrInvalidArgument is wrapped by every error about bad input: an empty
-	// name, a TTL outside MinTTL..MaxTTL (10ms..24h), a nil client, a
-	// Client not made by New, and so on. Such calls never touch
-	// the network.
+	// ErrInvalidArgument is wrapped by every error about bad input (an
+	// empty name, a TTL outside MinTTL..MaxTTL, a nil client, a Client not
+	// made by New...). Such calls never touch the network.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 
 	// ErrLimitMismatch is returned by AcquireSemaphore when the
@@ -102,10 +97,9 @@ func (r LostReason) String() string {
 // the lock's context (see [context.Cause]) and matches [ErrLockLost] with
 // [errors.Is]; use [errors.As] to read the reason.
 type LostError struct {
-	// Name is the lock name given to Acquire. For a lock from
-	// AcquireMulti, the name found gone or held by another holder, or
-	// its first name when the whole lock was lost at once (unreachable,
-	// maximum hold).
+	// Name is the lock name given to Acquire; for a lock from AcquireMulti,
+	// the name found gone or taken, or its first name when the whole lock
+	// was lost at once (unreachable, maximum hold).
 	Name string
 	// Reason says why the lock was lost.
 	Reason LostReason
