@@ -9,20 +9,15 @@ import (
 	"time"
 )
 
-// How a hold ends. Whatever ends it (Release, a loss found by an
-// extension or by the safe-deadline alarm, the maximum hold, Client.Close)
-// goes through end, once: the first cause wins, and every later one finds
-// the hold ended and does nothing.
-
-// end ends the hold with cause: ErrReleased (Release), a *LostError (a
-// loss, including the maximum hold), or an error matching ErrClosed
-// (Client.Close). It returns false if the hold had ended before. Otherwise,
-// in this order: the hold is marked ended (so extensions send nothing more
-// and accessors report ErrNotHeld), its timers are stopped, it leaves the
-// watchdog, a loss is logged and observed, and the lock's context is
-// cancelled with cause, so that whoever sees the context done also finds
-// the log line and the metric. It returns this Client's waiters for the
-// lock (nil if none): the caller hands them the turn.
+// end ends the hold with cause, once: ErrReleased (Release), a *LostError
+// (a loss, the maximum hold included) or an error matching ErrClosed
+// (Client.Close); every later cause finds it ended, and it returns false.
+// In this order: the hold is marked ended (extensions send nothing more,
+// accessors report ErrNotHeld), its timers stop, it leaves the watchdog, a
+// loss is logged and observed, and the lock's context is cancelled, so
+// that whoever sees the context done also finds the log line and metric.
+// It returns this Client's waiters for the lock (nil if none): the caller
+// hands them the turn.
 func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -116,13 +111,11 @@ func (l *hold) announceLoss(lost *LostError) {
 // errDropped ends the hold of a Lock dropped without Release.
 var errDropped = errors.New("redislock: lock dropped without Release")
 
-// dropped runs as the finalizer of a Lock that became unreachable while
-// held: nothing references it or its Context, so nobody can release it,
-// and the watchdog would extend it for the life of the process. As
-// os.File closes a file dropped open, the hold ends, the drop is logged at
-// Error with where the lock was acquired, and the key is given back in the
-// background (token-checked, as a Release). It runs on the runtime's
-// finalizer goroutine and does not wait for the network.
+// dropped is the finalizer of a Lock that became unreachable while held:
+// nobody can release it, and the watchdog would extend it for the life of
+// the process. As os.File closes a file dropped open, the hold ends, the
+// drop is logged at Error with where the lock was acquired, and the key is
+// given back in the background; nothing waits for the network.
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()
