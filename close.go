@@ -6,23 +6,18 @@ import (
 	"time"
 )
 
-// Close shuts the Client down gracefully, for a process that is told to
-// stop (a pod that gets SIGTERM).
-//
-// From the call on, Acquire and RunWithLock return an error matching
-// ErrClosed, also to the callers that were waiting for a lock. Close waits
-// for attempts under way, then releases every lock the Client holds, in one
-// pipeline bounded by ctx, so that another instance can take each at once
-// instead of after its TTL; each lock's context is cancelled first, with a
-// cause matching ErrClosed (RunWithLock's fn sees it through its ctx).
-// Tokens the Client was still giving back in the background get one last
+// Close shuts the Client down gracefully, for a process told to stop (a pod
+// that gets SIGTERM). From the call on, the acquiring calls return an error
+// matching ErrClosed, also to the callers that were waiting. Close waits
+// for attempts under way, then releases every lock the Client holds, in
+// one pipeline bounded by ctx, so that another instance can take each at
+// once; each lock's context is cancelled first, with a cause matching
+// ErrClosed. Tokens still being given back in the background get one last
 // try. Close returns once no goroutine, timer or pub/sub connection of the
-// Client is left, or when ctx ends first (with ctx's error; what is left
-// then stops by itself soon after).
-//
-// It returns nil when every lock was released, or an error saying how many
-// could not be (they expire after their TTL). A second Close returns nil.
-// Close does not close the go-redis client, which the caller owns.
+// Client is left, or when ctx ends (with ctx's error; what is left stops
+// by itself soon after). It returns nil when every lock was released, or
+// an error saying how many could not be (they expire after their TTL). A
+// second Close returns nil. It does not close the go-redis client.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -46,10 +41,9 @@ func (c *Client) Close(ctx context.Context) error {
 	refs := c.endHeld()
 	watchDone := c.scheduler.close()
 	c.deadlines.close()
-	// What goes over the network runs on a goroutine of its own: go-redis
-	// may not honour ctx's deadline while it reads, and Close returns by
-	// that deadline whatever the network does. What is left then stops
-	// by itself, at the go-redis client's timeouts.
+	// The network part runs on a goroutine of its own: go-redis may not
+	// honour ctx's deadline while it reads, and Close returns by that
+	// deadline; what is left stops at the go-redis client's timeouts.
 	released := make(chan error, 1)
 	go func() {
 		err := c.releaseAll(ctx, refs)

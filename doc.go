@@ -36,25 +36,15 @@
 // whatever its token, as its release would, and the holder learns at its
 // next extension.
 //
-// Shared locks: [Client.AcquireShared] takes a reader's hold: any number
-// at once, none while an exclusive holder holds the name, and a queued
-// exclusive waiter goes before later readers.
-//
-// Semaphores: [Client.AcquireSemaphore] lets at most a limit of holders in
-// at once, each with a Lock of its own (token, lease, watchdog, context,
-// fence); a crashed holder's slot comes back when its lease ends, waiters
-// are served in arrival order, and a limit that disagrees with the
-// holders' is [ErrLimitMismatch].
-//
-// Several names at once: [Client.AcquireMulti] takes a set of names, all
-// or none, as one Lock (one token, lease, context and watchdog entry; lost
-// if any name is lost), with a fence per name ([Lock.FenceOf]); on a
-// Cluster slot by slot, in one global order, so that overlapping sets
-// never deadlock.
-//
-// Each has its RunWithLock: [Client.RunWithSharedLock],
-// [Client.RunWithSemaphore] and [Client.RunWithLockMulti] run a function
-// under the hold and give it back whatever the function does.
+// Other kinds: [Client.AcquireShared] takes a reader's hold (any number at
+// once, none while an exclusive holder holds the name, and a queued
+// exclusive waiter goes before later readers); [Client.AcquireSemaphore]
+// lets at most a limit of holders in at once, each with a Lock of its own;
+// [Client.AcquireMulti] takes a set of names, all or none, as one Lock
+// (lost if any name is lost), on a Cluster slot by slot in one global
+// order, so that overlapping sets never deadlock. Each has its
+// RunWithLock: [Client.RunWithSharedLock], [Client.RunWithSemaphore] and
+// [Client.RunWithLockMulti].
 //
 // A [Client] is safe for concurrent use and should be shared; Close it on
 // shutdown so that its locks pass to other instances at once. A [Lock] is

@@ -10,13 +10,11 @@ import (
 )
 
 // Extend resets the lock's lease to ttl from now, and makes ttl the lease
-// that later watchdog extensions renew (their interval becomes ttl/3,
-// unless WithExtendInterval set a shorter one). It waits for an extension
-// by the watchdog that is under way.
-//
-// It returns ErrInvalidArgument for a ttl outside MinTTL (10ms) to MaxTTL
-// (24h), ErrNotHeld when the lock is no longer ours (then the lock's
-// context is cancelled with the loss, if it was not already), or the Redis
+// that later watchdog extensions renew (every ttl/3, unless
+// WithExtendInterval set a shorter interval). It waits for a watchdog
+// extension under way. It returns ErrInvalidArgument for a ttl outside
+// MinTTL..MaxTTL, ErrNotHeld when the lock is no longer ours (its context
+// is then cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
@@ -59,7 +57,6 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
-// extendRequest is l's extension to ttl, for the store.
 func (l *hold) extendRequest(ttl time.Duration) extendRequest {
 	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
 }

@@ -6,14 +6,11 @@ import (
 )
 
 // A RetryStrategy says how long to wait between attempts to acquire a lock
-// that someone else holds. It holds no state across calls: every Acquire
-// starts again from attempt 1, so one strategy value can be shared by any
-// number of goroutines.
-//
-// Whatever the strategy says, a waiter never sleeps past the holder's
-// remaining TTL (reported by the failed attempt), nor past its context's
-// deadline, nor longer than MaxWaitWithoutDeadline in total when the
-// context has no deadline.
+// that someone else holds. It holds no state across calls (every Acquire
+// starts again from attempt 1), so one value may be shared by any number
+// of goroutines. Whatever it says, a waiter never sleeps past the holder's
+// remaining TTL or its context's deadline, nor longer than
+// MaxWaitWithoutDeadline in total when the context has no deadline.
 type RetryStrategy interface {
 	// NextBackoff returns the wait before retry number attempt (1 for the
 	// first retry, after the first failed attempt), or false to give up.
@@ -110,10 +107,9 @@ func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s, attempts}
 }
 
-// patience counts a waiter's waits against its retry strategy: each wait
-// asks the strategy once, k = 1, 2, 3… in order, and lasts its backoff
-// whatever wakes the waiter in between (a release announced, the holder's
-// lease ending, the queue's refresh, a re-check after subscribing).
+// patience counts a waiter's waits against its strategy: each wait asks it
+// once, k = 1, 2, 3…, and lasts its backoff whatever wakes the waiter in
+// between (a release announced, the holder's lease ending, a refresh).
 type patience struct {
 	strategy RetryStrategy
 	first    time.Duration // NextBackoff(1), asked once up front
@@ -150,5 +146,4 @@ func (p *patience) begin(now time.Time) bool {
 	return true
 }
 
-// waiting tells whether a wait is under way at now.
 func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Before(p.end) }

@@ -9,13 +9,9 @@ import (
 // look at the settings that can make two holders without any failure of
 // ours. Only eviction for now: under maxmemory, a policy other than
 // noeviction removes lock keys (they carry a TTL), letting a second holder
-// in while the first still believes it holds; with allkeys-*, fence
-// counters too, which fences survive (see evictsCounters). A user who may
-// not read the config gets no warning and no error (Debug only). After the
-// first call this costs one atomic load (sync.Once).
+// in. A user who may not read the config gets no warning (Debug only).
 
-// serverChecker is implemented by stores that can read their server's
-// settings.
+// serverChecker is a store that can read its server's settings.
 type serverChecker interface {
 	// evictionPolicy returns maxmemory and maxmemory-policy.
 	evictionPolicy(ctx context.Context) (maxmemory, policy string, err error)
@@ -50,9 +46,8 @@ func (c *Client) checkServer(ctx context.Context, o *options) {
 	})
 }
 
-// evictsCounters says what else a policy evicts, and why that is not the
-// risk: an evicted counter starts again, but each fence is raised to the
-// server's clock in microseconds, so fences keep growing.
+// evictsCounters says what else a policy evicts, and why that is no risk:
+// an evicted counter starts again, but fences are raised to the server clock.
 func evictsCounters(policy string) string {
 	if len(policy) >= 8 && policy[:8] == "allkeys-" {
 		return " (it evicts fence counters too, but fences keep growing: each is raised to the server clock)"
