@@ -15,21 +15,16 @@ import (
 
 // Acquire takes the lock called name, or fails.
 //
-// An attempt is one command (two when a plain SET NX finds the lock held:
-// the script then says by whom and for how long). When the lock is held by
-// someone else, Acquire waits as the retry strategy says (default: not at
-// all): the strategy is asked for one backoff per wait, and
-// LimitRetry(s, n) means n waits, whatever wakes the waiter in between. A
-// waiter queues on the server: the holder's release hands the lock to the
-// first waiter in line, which takes it when the announcement arrives (a
-// fenced waiter, or one with WithReplicaAck or without the watchdog,
-// claims it with one more attempt). While queued it does not poll at its
-// backoff but comes back every half second and when the holder's lease
-// would end; it never sleeps past ctx's deadline, and a ctx without
-// deadline waits at most MaxWaitWithoutDeadline. Callers of one Client
-// that wait for the same lock queue in-process behind each other, each
-// within its own strategy and ctx. ctx bounds the waiting only: the held
-// lock lives on after ctx ends, until Release or loss.
+// An attempt is one command (two when a plain SET NX finds the lock held).
+// When the lock is held by someone else, Acquire waits as the retry
+// strategy says (default: not at all), one backoff per wait, whatever wakes
+// the waiter in between; LimitRetry(s, n) means n waits. A waiter queues on
+// the server and is woken by the release that hands it the lock, or comes
+// back every half second and when the holder's lease would end; it never
+// waits past ctx's deadline, nor longer than MaxWaitWithoutDeadline when
+// ctx has none. Callers of one Client waiting for the same lock queue
+// behind each other, each within its own strategy and ctx. ctx bounds the
+// waiting only: the held lock lives on until Release or loss.
 //
 // Errors, all of them one line:
 //   - ErrNotAcquired (wrapped with the name) when the lock was seen held by
@@ -109,9 +104,8 @@ type acquisition struct {
 	firstSent time.Time
 }
 
-// begin checks what every acquiring call checks before its first
-// attempt, and registers the call with Close (the caller exits it when
-// err is nil).
+// begin checks what every acquiring call checks before its first attempt,
+// and registers the call with Close (the caller exits it when err is nil).
 func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
 	if ctx == nil {
 		return "", 0, invalidf("nil context")
@@ -143,13 +137,10 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	r.commands(a.o, a.c.publish)
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server under one
-	// token for all its attempts: a release hands the lock to the first in
-	// line (see handedOver, lua/handover.lua), and wakes no other. Elsewhere
-	// each attempt has a token of its own, so that a late answer to an
-	// earlier one (a quorum node past its timeout), or its clean-up, cannot
-	// touch this one's key. A multi waiter also has a token per attempt,
-	// and one watcher for all (see lua/multi_acquire.lua).
+	// A waiter on a single deployment queues on the server under one token
+	// for all its attempts. Elsewhere, and for a multi lock, each attempt
+	// has its own, so that a late answer to an earlier one (a quorum node
+	// past its timeout), or its clean-up, cannot touch this one's key.
 	waitsOnServer := a.waits && a.c.store.queues()
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
@@ -209,8 +200,7 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
-// watch moves a multi waiter to the room of the name that kept it out,
-// where it waits for that name's release.
+// watch moves a multi waiter to the room of the name that kept it out.
 func (a *acquisition) watch() error {
 	m := a.l.ref.multi
 	key := m.keys[m.blocker]
@@ -225,10 +215,9 @@ func (a *acquisition) watch() error {
 }
 
 // enterRoom takes the turn among this Client's waiters for key, waiting in
-// line behind the others within ctx and the strategy. A releaser of this
-// Client that hands us the turn may send our first attempt right behind
-// its release (see hold.sendRelease): not with WithReplicaAck, whose WAIT
-// must follow the attempt, nor for a multi lock.
+// line within ctx and the strategy. A releaser that hands us the turn may
+// send our first attempt behind its release (hold.sendRelease): not with
+// WithReplicaAck (its WAIT must follow the attempt), nor for a multi lock.
 func (a *acquisition) enterRoom(key string) error {
 	var earlyRef *lockRef
 	if a.queued && a.o.replicas == 0 {
@@ -248,8 +237,7 @@ func (a *acquisition) enterRoom(key string) error {
 			}
 			a.early = nil
 		}
-		// Behind another caller of this Client: the lock counts as seen
-		// held when that caller saw it held or holds it.
+		// Behind another caller: seen held if that caller saw it held or holds it.
 		a.held = a.held || a.room != nil && a.room.seenHeld.Load() || errors.Is(err, errSeenHeld)
 		if errors.Is(err, errPatience) {
 			a.held = true
@@ -263,14 +251,12 @@ func (a *acquisition) enterRoom(key string) error {
 		a.seat = a.room.expect(a.ticket)
 	}
 	a.held = a.held || a.room.seenHeld.Load() // the caller ahead of us saw it held
-	// A room that kept its subscription from earlier waiters already
-	// hears every release: no need to try again once subscribed.
+	// A room kept subscribed by earlier waiters hears every release already.
 	a.listened = a.c.rooms().hearing(a.room)
 	return nil
 }
 
-// attempt makes one attempt (or reads the one made for us) and records
-// its verdict.
+// attempt makes one attempt (or reads the one made for us).
 func (a *acquisition) attempt() (acquired bool, err error) {
 	if err := a.ctx.Err(); err != nil {
 		return false, a.stopped(err) // no attempt that could only fail
@@ -336,16 +322,13 @@ func (a *acquisition) noteFirst() {
 }
 
 // handedOver returns the lease announced by a release that handed us the
-// lock (see waitRoom.wants), when we may take it without a claim, one
-// round trip sooner; the watchdog then extends it to the TTL at once. The
-// hand-over came after our first attempt was sent (it, or a later one,
-// queued us), so by the server's clock the lease lasts at least until
-// firstSent+lease, however late the announcement. Only for an exclusive
-// lock or a semaphore slot (a shared waiter claims, to make its hold a
-// share), and not with a fence (the claim takes it), WithReplicaAck (the
-// claim's WAIT makes the hold durable first) or without the watchdog (the
-// lock holds its TTL from the start), nor with under half the lease left
-// by that reckoning: the next attempt claims it then.
+// lock, when we may take it without a claim (one round trip sooner; the
+// watchdog extends it at once). The hand-over came after our first attempt
+// was sent, so by the server's clock the lease lasts until firstSent+lease
+// at least. Not for a shared waiter (its claim makes the hold a share),
+// with a fence (the claim takes it), WithReplicaAck (the claim's WAIT makes
+// the hold durable), without the watchdog (the lock holds its TTL from the
+// start), nor with under half that lease left.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false
@@ -362,11 +345,9 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 }
 
 // failed turns an attempt's error into the call's. An attempt without an
-// answer (a timeout, a dead connection, ctx ending on its way) may still
-// reach Redis and take the key under our token: the janitor gives it back
-// (a quorum gives back its late answers itself). One that never left this
-// Client (see unsentError) has nothing to give back but our place from an
-// earlier attempt, which close gives back.
+// answer may still reach Redis and take the key under our token: the
+// janitor gives it back (a quorum its late answers itself). One that never
+// left this Client (unsentError) has only our earlier place to give back.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
@@ -396,8 +377,7 @@ func (a *acquisition) failed(err error) error {
 	return err
 }
 
-// subjectName names the lock after the call's words: the name, or a multi
-// lock's first name and how many more.
+// subjectName is the name, or a multi lock's first name and how many more.
 func (a *acquisition) subjectName() string {
 	if a.kind == multiLock {
 		return strings.TrimPrefix(a.subject(), "multi lock ")
@@ -405,8 +385,7 @@ func (a *acquisition) subjectName() string {
 	return fmt.Sprintf("%q", a.name)
 }
 
-// heldFor notes how long the holder that kept the last attempt out still
-// holds (0: unknown).
+// heldFor notes how long the holder still holds (0: unknown).
 func (a *call) heldFor(holder time.Duration) {
 	a.holderEnds = time.Time{}
 	if holder > 0 {
@@ -414,10 +393,9 @@ func (a *call) heldFor(holder time.Duration) {
 	}
 }
 
-// handOut checks a granted attempt before its Lock is handed out: a reply
-// after the lease's safe deadline, or a Client that began closing while
-// the attempt was on its way (and did not wait for it), gives the lock
-// back and returns the error for the caller.
+// handOut checks a granted attempt: a reply after the lease's safe
+// deadline, or a Client that began closing meanwhile (without waiting for
+// it), gives the lock back and returns the caller's error.
 func (a *acquisition) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
 		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
@@ -486,10 +464,8 @@ func (a *acquisition) close() {
 	}
 }
 
-// sleep waits until the next attempt is due: the end of the strategy's
-// wait, the holder's lease end, every queueRefresh while queued (which
-// keeps our place and catches a lost announcement), or a release
-// announced. It returns the verdict when the strategy allows no more waits.
+// sleep waits until the next attempt is due (see nextWake) or a release is
+// announced; it returns the verdict when the strategy allows no more waits.
 func (a *acquisition) sleep() error {
 	if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
 		return a.heldError()
@@ -569,8 +545,7 @@ func (a *acquisition) heldError() error {
 	return join(fmt.Errorf("%w: %s, %s", ErrNotAcquired, a.heldWords(), a.tally()), a.refusal)
 }
 
-// holderLeft says how long the holder that kept the last attempt out
-// still holds, for a message: " (for 1.2s more)", or "" when unknown.
+// holderLeft is " (for 1.2s more)", or "" when the holder's end is unknown.
 func (a *call) holderLeft() string {
 	if left := time.Until(a.holderEnds); left > 0 {
 		return fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
@@ -583,10 +558,9 @@ func (a *call) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
-// stopped is the error of a wait that ended without a verdict of its own:
-// ctx ended, the cap for a ctx without deadline passed, or the Client was
-// closed. It matches ErrNotAcquired only when an attempt saw the lock
-// held.
+// stopped is the error of a wait that ended without a verdict of its own
+// (ctx ended, the cap for a ctx without deadline, Close); it matches
+// ErrNotAcquired only when an attempt saw the lock held.
 func (a *acquisition) stopped(why error) error {
 	switch {
 	case errors.Is(why, errClosing):
@@ -602,8 +576,7 @@ func (a *acquisition) stopped(why error) error {
 	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.what(), a.subjectName(), why)
 }
 
-// heldSubject names what was found held: the lock, or a multi lock's name
-// that kept it out.
+// heldSubject names what was found held: the lock, or a multi lock's blocker.
 func (a *acquisition) heldSubject() string {
 	if a.kind == multiLock && a.blocker != "" {
 		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)

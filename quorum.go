@@ -16,47 +16,35 @@ import (
 // Redis servers (the Redlock algorithm), with the same API as New's; opts
 // set the defaults of every call. It does not touch the network.
 //
-// Every command goes to all nodes at once, with the same token. An
-// acquisition succeeds when a majority (len(clients)/2 + 1) took the lock
-// within the lease's validity: the TTL, less the time the attempt took,
-// less the drift allowance; the Lock's safe deadline is the end of that
-// validity, moved by each extension a majority confirmed. A failed attempt
-// gives back what it took before it returns. When any node refused
-// (another holder has the key there), the attempt fails as "held by
-// someone else" (ErrNotAcquired once retries run out, never a fail-open
-// run): retry with a jittered strategy such as ExponentialBackoff, so that
-// contenders that split the vote do not retry in step. When nobody refused
-// but too few nodes answered, it fails with a *QuorumError.
+// Every command goes to all nodes at once, with one token. An acquisition
+// succeeds when a majority (len(clients)/2 + 1) took the lock within the
+// lease's validity (the TTL, less the attempt's time and the drift
+// allowance), which is the Lock's safe deadline; a failed attempt gives
+// back what it took. When a node refused (another holder has the key), it
+// fails as held by someone else (ErrNotAcquired, never a fail-open run),
+// and when too few nodes answered, with a *QuorumError. Retry with a
+// jittered strategy such as ExponentialBackoff, so that contenders that
+// split the vote do not retry in step. Extensions need a majority; a
+// release succeeds when a majority answered and none holds our token any
+// more (ErrNotHeld when a majority did not hold it); Lock.TTL is the lease
+// a majority guarantees. 5 nodes tolerate 2 down, 3 nodes 1.
 //
-// An extension needs a majority of confirmations. A release deletes the key
-// on every node that holds our token; it succeeds when a majority answered
-// and none of them holds it any more, and returns ErrNotHeld when our token
-// was on fewer nodes than a majority. Lock.TTL reports the TTL that a
-// majority still guarantees. Locks keep working while a majority answers:
-// 5 nodes tolerate 2 down, 3 nodes 1.
+// Each command waits for each node at most TTL/20 (at least 1ms): a hung
+// node costs that much and counts as failed. A late call that took the
+// lock for a failed attempt or a released lock gives it back when it
+// returns; if it never does, the key expires after the TTL.
 //
-// Each command waits for each node at most TTL/20 (at least 1ms; releases
-// and Lock.TTL use the client's default TTL): a hung node delays a command
-// by that much and no more, and counts as failed. Its call goes on until
-// go-redis gives up on it; if it took the lock for an attempt that failed
-// or a lock already released, the key is deleted on that node then, and if
-// its answer never comes, the key expires after the TTL.
-//
-// What it cannot promise: it rests on bounded process pauses, network
-// delays and clock drift. A holder paused past its lease, or a node whose
-// clock jumps forward, lets a second holder in (Martin Kleppmann's
-// argument). It offers no fencing tokens: a counter on each node is not
-// one. Where a second holder would do harm, the protected resource must
-// defend itself.
+// It rests on bounded pauses, network delays and clock drift: a holder
+// paused past its lease, or a node whose clock jumps, lets a second holder
+// in (Martin Kleppmann's argument); and it offers no fencing tokens (a
+// counter per node is not one).
 //
 // It returns an error wrapping ErrInvalidArgument for fewer than 3 clients
-// (with 1 use New; 2 tolerate no failure), a nil client, the same client
-// twice or two *redis.Client with the same address (as written), an
-// invalid option, or WithFencing (also refused per call). An even number
-// of nodes is accepted, though 4 tolerate no more failures than 3. Each
-// client may be any redis.UniversalClient on its own deployment (a server,
-// a Sentinel failover client, a cluster); WithReplicaAck then applies on
-// every node, and a node whose replicas fall short counts as failed.
+// (2 tolerate no failure; for 1 use New), a nil client, the same client
+// twice or two *redis.Client with the same address, an invalid option, or
+// WithFencing (also refused per call). Each client may be any
+// redis.UniversalClient on its own deployment; WithReplicaAck then applies
+// on every node, and a node whose replicas fall short counts as failed.
 func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(clients) < 3 {
 		return nil, invalidf("NewQuorum needs at least 3 independent Redis servers, got %d (for one deployment use New; 2 nodes tolerate no failure)", len(clients))
@@ -109,13 +97,11 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 }
 
 // QuorumError reports that a quorum Client could not get a majority of its
-// nodes to agree on a command, with how each node answered. Match it with
-// errors.As; it is wrapped with the lock name. Unwrap returns the failed
-// nodes' errors, each naming its node (errors.Is finds ErrReplicaAck among
-// them, say). When nodes refused an acquisition (another holder has the
-// key) it matches ErrNotAcquired: waiting may help, and WithFailOpen does
-// not run fn. Otherwise (Refused == 0) it does not, and WithFailOpen
-// applies. It is not modified after it is returned; it may be shared.
+// nodes to agree on a command, with how each answered; it is wrapped with
+// the lock name, and Unwrap returns the failed nodes' errors. It matches
+// ErrNotAcquired when nodes refused an acquisition (another holder has the
+// key: waiting may help, WithFailOpen does not run fn). It is not modified
+// after it is returned.
 type QuorumError struct {
 	// Op is the command: "acquire", "extend", "release", "ttl", "inspect"
 	// or "break" (for the last two, Agreed counts the nodes that answered).
@@ -168,9 +154,8 @@ type quorumStore struct {
 	defaultTimeout time.Duration // per-node timeout of releases and TTL
 
 	mu sync.Mutex
-	// straggles maps the token of a won acquisition to its attempt while
-	// some of its node calls are still out, so that a release can tell
-	// them to give back what they take.
+	// straggles: a won acquisition's attempt, by token, while some of its
+	// node calls are out, so that a release can have them give back.
 	straggles map[string]*attempt
 }
 
@@ -200,11 +185,10 @@ type answer struct {
 }
 
 // ask sends call to every node at once (to those in only, when not nil),
-// and waits for each answer until timeout after sending, or until ctx
-// ends. A node that has not answered by then gets an error saying so; its
-// call goes on in its goroutine, bounded by go-redis' timeouts, and late
-// (if not nil) gets its answer there. ask returns the answers, indexed like
-// q.nodes (zero for nodes not asked), and how many it stopped waiting for.
+// and waits for each answer until timeout after sending, or ctx's end. A
+// node that has not answered by then gets an error saying so; its call
+// goes on (bounded by go-redis' timeouts), and late, if not nil, gets its
+// answer. It returns the answers (by node) and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
 	asked, expected := q.asked(only)
 	answers := make([]answer, len(q.nodes))
@@ -220,10 +204,9 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	stopped := false // set when ask stops waiting; guarded by mu
 
 	deadline := time.Now().Add(timeout)
-	// The per-node deadline, which go-redis honours with
-	// ContextTimeoutEnabled (and while dialing or waiting for a pooled
-	// connection in any case); cancelled when the last call returns, not
-	// when ask stops waiting, so that a late call can still finish.
+	// The per-node deadline (honoured by go-redis with ContextTimeoutEnabled,
+	// and while dialing); cancelled when the last call returns, not when ask
+	// stops waiting, so that a late call can still finish.
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	var running atomic.Int32
 	running.Store(int32(expected))
@@ -314,8 +297,6 @@ func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, a
 	return abandoned
 }
 
-// queues is false: a quorum's waiters do not queue (each attempt has its
-// own token; see acquisition.init).
 func (q *quorumStore) queues() bool { return false }
 
 // serves refuses every kind but the exclusive lock: the others would need
@@ -358,11 +339,9 @@ func (q *quorumStore) check(o *options) error {
 }
 
 // acquire makes one attempt on every node, and succeeds when a majority
-// took the lock within the lease's validity. Otherwise it gives back what
-// it took and returns a *QuorumError, which matches ErrNotAcquired when a
-// node refused (another holder is around: waiting may help, failing open
-// would not be safe), with the time until a majority can be free as the
-// holder's TTL: a waiter retries then, as on a single server.
+// took the lock within its validity. Otherwise it gives back what it took;
+// a refusal's error matches ErrNotAcquired, with the time until a majority
+// can be free as the holder's TTL, when a waiter retries.
 func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	key, token := ref.key, ref.token
 	start := time.Now()
@@ -446,15 +425,13 @@ func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	return att.landed
 }
 
-// landed handles the answer of an acquire call that outlived its per-node
-// timeout: a key it took for an attempt that failed, or for a lock released
-// since, is given back on that node.
-//
-// It cannot delete a key another attempt counts on: a release marks the
-// attempt released (under q.mu) before it sends its deletes, so either this
-// check sees the mark and deletes after the late SET, or the release's
-// delete follows that SET. A later attempt with the same token cannot have
-// counted this node: its SET NX found our key there.
+// landed handles the answer of an acquire call past its per-node timeout:
+// a key taken for an attempt that failed, or a lock released since, is
+// given back on that node. That cannot delete a key another attempt counts
+// on: a release marks the attempt released (under q.mu) before it sends
+// its deletes, so either this sees the mark and deletes after the late
+// SET, or the release's delete follows that SET; and a later attempt with
+// the same token found our key there, so it did not count this node.
 func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++
@@ -513,12 +490,10 @@ func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error
 }
 
 // release deletes the key on every node where it holds our token, and
-// tells the attempt's late calls, if any, to give back what they take. It
-// replies replyDone when a majority answered and none of those holds our
-// token any more; replyGone or replyForeign (ErrNotHeld, a loss for
-// RunWithLock) when our token was on too few nodes to be a majority even
-// counting the failed ones; otherwise a *QuorumError, and Release may be
-// called again.
+// tells the attempt's late calls to give back what they take. replyDone
+// when a majority answered and none still holds our token; replyGone or
+// replyForeign when our token was on too few nodes for a majority even
+// counting the failed ones; else a *QuorumError (Release may be retried).
 func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	key, token := ref.key, ref.token
 	q.mu.Lock()
