@@ -19,8 +19,7 @@ import (
 type Info struct {
 	// Name is the lock name; Key its Redis key.
 	Name, Key string
-	// Held tells whether the lock is held (on a quorum Client: by the same
-	// holder on a majority of the nodes).
+	// Held tells whether the lock is held (quorum: by one holder on a majority).
 	Held bool
 	// TTL is the lease left: 0 when not held, negative when the key has no
 	// expiry (someone removed it by hand: only Break ends it). For shared
@@ -29,21 +28,17 @@ type Info struct {
 	// Metadata is the holder's metadata (see WithMetadata); "" when none,
 	// and for shared holders or a semaphore (see Holders).
 	Metadata string
-	// Fence is the last fencing token handed out for the name, 0 when none
-	// yet (or the counter was lost); the next fenced holder gets a larger
-	// one. Always 0 on a quorum Client.
+	// Fence is the last fencing token handed out for the name; 0 when none
+	// yet (or the counter was lost), and always on a quorum Client.
 	Fence int64
-	// Waiters counts the callers queued on the server for the lock, on
-	// every Client and process, whose place has not lapsed. Always 0 on a
-	// quorum Client, whose waiters poll.
+	// Waiters counts the callers of every Client queued on the server whose
+	// place has not lapsed; always 0 on a quorum Client, whose waiters poll.
 	Waiters int
-	// Shared counts the shared holders whose lease is running; 0 unless
-	// the lock is held shared.
+	// Shared counts the shared holders whose lease runs; 0 unless held shared.
 	Shared int
-	// Kind says which kind of lock holds the name: "lock" (Acquire,
-	// RunWithLock, Elect, AcquireMulti, and every lock of a quorum
-	// Client), "shared" (AcquireShared) or "semaphore" (AcquireSemaphore);
-	// "" when the name is not held.
+	// Kind says which kind of lock holds the name: "lock" (Acquire, Elect,
+	// AcquireMulti, every lock of a quorum Client), "shared" (AcquireShared)
+	// or "semaphore" (AcquireSemaphore); "" when the name is not held.
 	Kind string
 	// Count is how many hold the name: 1 for a lock, the shared holders, or
 	// the semaphore's holders whose leases are running; 0 when not held.
@@ -59,8 +54,7 @@ type Info struct {
 	Nodes []NodeInfo
 }
 
-// HolderInfo is one of the holders of a semaphore, or of a lock held
-// shared, in Info.Holders. It never holds the holder's token.
+// HolderInfo is a shared or semaphore holder, in Info.Holders (never its token).
 type HolderInfo struct {
 	// Metadata is the holder's metadata (see WithMetadata), "" when none.
 	Metadata string
@@ -83,26 +77,21 @@ type NodeInfo struct {
 	Err error
 }
 
-// Inspect reports the state of the lock called name, under the Client's
-// key prefix, in one round trip: whether it is held and by which kind of
-// lock, the lease left, the holders' metadata (and for shared holders and
-// a semaphore's, each one's lease left; a semaphore's limit), the last
-// fence handed out and how many waiters are queued on the server. Its
-// script only reads, so all of it describes one instant, and never sees
-// the holder's token. Anyone may call it, also after Client.Close. It is
-// the way to ask who leads an election (Elect): the leader holds the lock.
-//
-// On a quorum Client it reads every node at once (waiting for each at most
-// TTL/20) and reports each in Info.Nodes; Info.Held is set when a majority
-// holds the same holder, with its metadata and the lease a majority still
-// guarantees.
+// Inspect reports the state of the lock called name in one round trip:
+// whether it is held and by which kind of lock, the lease left, the
+// holders' metadata (for shared holders and a semaphore's, each one's lease
+// too; a semaphore's limit), the last fence handed out and how many
+// waiters are queued. Its script only reads (all of it describes one
+// instant) and never sees the token; anyone may call it, also after
+// Client.Close, e.g. to ask who leads an election (Elect). On a quorum
+// Client it reads every node (each within TTL/20) into Info.Nodes, and
+// Info.Held says whether a majority holds the same holder.
 //
 // Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
 // (nothing is sent); ErrNotALock when the lock's key, its fence counter or
 // its queue holds a value of another type (a sorted set in the lock's key
-// is a semaphore's); on a quorum Client, a *QuorumError when fewer than a
-// majority of the nodes could be read (Info.Nodes says what each did);
-// otherwise the Redis error, wrapped with the name.
+// is a semaphore's); a *QuorumError when fewer than a majority of the
+// nodes could be read; otherwise the Redis error, wrapped with the name.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
 	if err != nil {
@@ -152,9 +141,8 @@ func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 	return info, err
 }
 
-// parseState reads the reply of the inspect or break script (see
-// lua/state.lua): the Info, the holder's digest, and break's eleventh
-// element (handed to a waiter).
+// parseState reads the reply of lua/state.lua's scripts: the Info, the
+// holder's digest, and break's eleventh element (handed to a waiter).
 func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
 	val, err := cmd.Result()
 	if err != nil {
@@ -264,9 +252,8 @@ func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
 	})
 }
 
-// gather runs read (inspect or break) on every node and sums up the
-// answers: what each node holds, and the holder that a majority holds, if
-// any, with the lease that a majority of them still guarantees.
+// gather runs read (inspect or break) on every node: what each holds, and
+// the holder a majority holds, if any, with the lease a majority guarantees.
 func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, error) {
 	start := time.Now()
 	infos := make([]Info, len(q.nodes))

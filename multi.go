@@ -21,39 +21,28 @@ const MaxMultiNames = 1000
 
 // AcquireMulti takes the locks called names, all of them or none, as one
 // Lock: for work that must hold several names at once (two accounts of a
-// transfer, every file of a batch).
-//
-// Each name is the lock Acquire would take (the same key: Acquire of one
-// of the names waits for the multi lock and the other way round, and
-// Inspect shows the holder). The Lock has one token, written to every
-// name, one lease, one context and one watchdog entry: every extension
-// extends all the names, and if any of them is found gone or held by
+// transfer, every file of a batch). Each name is the lock Acquire would
+// take (the same key). The Lock has one token, written to every name, one
+// lease, context and watchdog entry: if any name is found gone or held by
 // another token, the whole lock is lost (its *LostError names that name).
-// Release releases all of them.
 //
-// On one server (or Sentinel) one script takes every name atomically. On a
-// Redis Cluster the names are taken one hash slot at a time, in one global
-// order (by slot, then name); when a name is found held, what this attempt
-// took is given back before the call waits or fails, so no caller holds a
-// name while it waits for another, and overlapping sets never deadlock.
+// On one server (or Sentinel) one script takes every name atomically; on a
+// Cluster, one hash slot at a time in one global order, and what an
+// attempt took is given back before it waits or fails, so overlapping sets
+// never deadlock. With WithFencing each name gets a fence from its own
+// counter (Lock.FenceOf); Lock.Fence, Name and Key are names[0]'s.
+// WithMetadata applies to every name.
 //
-// With WithFencing each name gets a fence from its own counter:
-// Lock.FenceOf(name) returns it, and Lock.Fence (and FenceFromContext)
-// names[0]'s. Lock.Name and Lock.Key are names[0]'s too. WithMetadata
-// applies to every name.
-//
-// Waiting follows the retry strategy as Acquire does, but a multi waiter
-// is never handed a name: it watches the name that kept it out (an entry
-// in that name's queue makes its release announce itself), and tries again
-// when the release is heard, when the holder's lease of that name would
-// end, or when its backoff ends, whichever comes first.
+// Waiting is Acquire's, but a multi waiter is never handed a name: it
+// watches the name that kept it out, and tries again when that name's
+// release is heard, when its holder's lease would end, or when its backoff
+// ends.
 //
 // Errors: as Acquire's, the name in ErrNotAcquired being the name found
 // held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more
 // than MaxMultiNames, an empty or twice-given name, WithFailOpen, or a
-// quorum or Ring Client (whose shards one script cannot span). A failed
-// call leaves no name held, as a failed Acquire. On success the caller
-// must call Lock.Release.
+// quorum or Ring Client. A failed call leaves no name held. On success the
+// caller must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -77,10 +66,9 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	return c.take(ctx, multiLock, names[0], opts, func(_ *options, r *lockRef) { r.multi = m })
 }
 
-// multiRef is what a multi lock's store commands need beyond its lockRef:
-// every name's keys, in the order they are taken, and the groups one
-// script each takes. Written before the Lock is handed out and never
-// again, except lost.
+// multiRef is what a multi lock's commands need beyond its lockRef: every
+// name's keys, in the order they are taken, and the groups one script each
+// takes. Written before the Lock is handed out, and never again but lost.
 type multiRef struct {
 	first   string // the caller's names[0]
 	firstAt int    // its place in names
@@ -106,8 +94,7 @@ type multiRef struct {
 	lost atomic.Int64
 }
 
-// multiGroup is a run of names[from:to] that one script takes: all of
-// them on one server, one hash slot's on a cluster.
+// multiGroup is names[from:to], taken by one script: a hash slot's on a cluster.
 type multiGroup struct{ from, to int }
 
 // newMultiRef checks names (an invalid-argument error for an empty name, a
@@ -195,8 +182,7 @@ func (m *multiRef) queues() (queues, expiries []string) {
 	return queues, expiries
 }
 
-// lostName returns the name a loss reports: the one a script found gone
-// or someone else's, or else first.
+// lostName is the name a loss reports: one a script found not ours, or first.
 func (m *multiRef) lostName() string {
 	if i := m.lost.Load(); i > 0 {
 		return m.names[i-1]
@@ -275,9 +261,8 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	return replyDone, firstErr
 }
 
-// extendMulti extends every name of m: replyDone, or replyGone/replyForeign
-// for the whole lock when a name is not ours (recorded in lost). With
-// WithReplicaAck (one group: not on a cluster) its WAIT goes along.
+// extendMulti extends every name: replyDone, or the whole lock's loss when
+// a name is not ours (see lost); with WithReplicaAck, one group and its WAIT.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
 		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
@@ -374,11 +359,9 @@ func (l *hold) lostName() string {
 	return l.name
 }
 
-// acquireMulti makes one attempt at every name, group by group, under the
-// attempt's token (so a late reply to an earlier attempt, or its clean-up,
-// cannot touch this one's keys). When a group finds a name held, it gives
-// back what the groups before it took and records the blocker; a waiting
-// caller's watcher goes in that name's queue (see lua/multi_acquire.lua).
+// acquireMulti makes one attempt, group by group, under the attempt's own
+// token (see acquisition.init); a group that finds a name held gives back
+// what the groups before it took, and records the blocker.
 func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	m := ref.multi
 	if m.acquires == nil {
@@ -400,9 +383,8 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		if err != nil {
 			var reply redis.Error
 			if errors.As(err, &reply) || ackErr != nil {
-				// This group answered: give back what the attempt took.
-				// (One without an answer is the acquisition's: the
-				// janitor gives back every name, this group's included.)
+				// This group answered: give back what the attempt took (one
+				// without an answer is the janitor's, this group included).
 				s.giveBack(ref, gi, o.ttl)
 			}
 			return false, 0, 0, err
