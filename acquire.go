@@ -200,7 +200,6 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
-// watch moves a multi waiter to the room of the name that kept it out.
 func (a *acquisition) watch() error {
 	m := a.l.ref.multi
 	key := m.keys[m.blocker]
@@ -256,7 +255,6 @@ func (a *acquisition) enterRoom(key string) error {
 	return nil
 }
 
-// attempt makes one attempt (or reads the one made for us).
 func (a *acquisition) attempt() (acquired bool, err error) {
 	if err := a.ctx.Err(); err != nil {
 		return false, a.stopped(err) // no attempt that could only fail
@@ -377,7 +375,6 @@ func (a *acquisition) failed(err error) error {
 	return err
 }
 
-// subjectName is the name, or a multi lock's first name and how many more.
 func (a *acquisition) subjectName() string {
 	if a.kind == multiLock {
 		return strings.TrimPrefix(a.subject(), "multi lock ")
@@ -385,7 +382,6 @@ func (a *acquisition) subjectName() string {
 	return fmt.Sprintf("%q", a.name)
 }
 
-// heldFor notes how long the holder still holds (0: unknown).
 func (a *call) heldFor(holder time.Duration) {
 	a.holderEnds = time.Time{}
 	if holder > 0 {
@@ -514,8 +510,6 @@ func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	return wake, waitEnds
 }
 
-// pause waits until wake (rang), a release is announced, ctx ends or the
-// Client closes.
 func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	d := time.Until(wake)
 	if d <= 0 {
@@ -540,7 +534,6 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	}
 }
 
-// heldError is the verdict "held by someone else".
 func (a *acquisition) heldError() error {
 	return join(fmt.Errorf("%w: %s, %s", ErrNotAcquired, a.heldWords(), a.tally()), a.refusal)
 }
@@ -553,7 +546,6 @@ func (a *call) holderLeft() string {
 	return ""
 }
 
-// tally counts the call's attempts and waits, for a message.
 func (a *call) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
@@ -576,7 +568,6 @@ func (a *acquisition) stopped(why error) error {
 	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.what(), a.subjectName(), why)
 }
 
-// heldSubject names what was found held: the lock, or a multi lock's blocker.
 func (a *acquisition) heldSubject() string {
 	if a.kind == multiLock && a.blocker != "" {
 		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)

@@ -45,7 +45,6 @@ func newAlarms(bg *background) *alarms {
 	return as
 }
 
-// set makes a ring at at (again, if it was set or has rung).
 func (as *alarms) set(a *alarm, at time.Time) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
@@ -53,14 +52,12 @@ func (as *alarms) set(a *alarm, at time.Time) {
 	as.setLocked(a)
 }
 
-// cancel makes sure a does not ring (unless it is ringing already).
 func (as *alarms) cancel(a *alarm) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.removeLocked(a)
 }
 
-// ringAll rings the alarms that are due, each on a goroutine of its own.
 func (as *alarms) ringAll(due []*alarm) {
 	for _, a := range due {
 		if as.bg.enter() {

@@ -115,7 +115,6 @@ type background struct {
 	wg     sync.WaitGroup
 }
 
-// enter registers one piece of work, or returns false after close.
 func (b *background) enter() bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -128,8 +127,6 @@ func (b *background) enter() bool {
 
 func (b *background) exit() { b.wg.Done() }
 
-// close lets nothing new start and returns a channel closed once what
-// was under way is done.
 func (b *background) close() <-chan struct{} {
 	b.mu.Lock()
 	b.closed = true

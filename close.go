@@ -108,7 +108,6 @@ func (c *Client) endHeld() []*lockRef {
 	return refs
 }
 
-// releaseAll releases refs in one round, and says how many could not be.
 func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
 	if len(refs) == 0 {
 		return nil

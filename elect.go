@@ -100,8 +100,6 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 	}
 }
 
-// campaignOptions resolves Elect's options and makes them wait like a
-// campaign: until ctx ends.
 func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	if len(opts) > 0 {
 		var perCall options

@@ -176,7 +176,6 @@ func oneLine(msg string) string {
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
 
-// count writes n things, "1 attempt" or "2 attempts", for messages.
 func count(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing

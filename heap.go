@@ -15,7 +15,6 @@ type timeHeap[T any] struct {
 	slot  func(T) *int
 }
 
-// set puts x in the heap, or moves it after its time changed.
 func (h *timeHeap[T]) set(x T) {
 	if i := *h.slot(x); i >= 0 {
 		heap.Fix(h, i)
@@ -37,7 +36,6 @@ func (h *timeHeap[T]) first() (x T, ok bool) {
 	return h.items[0], true
 }
 
-// popDue takes out the earliest item if its time is at or before due.
 func (h *timeHeap[T]) popDue(due time.Time) (x T, ok bool) {
 	if len(h.items) == 0 || h.when(h.items[0]).After(due) {
 		return x, false
@@ -165,7 +163,6 @@ func (q *timedQueue[T]) fire() {
 	q.mu.Unlock()
 }
 
-// takeDueLocked takes out every item due at now (or within its slack).
 func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	var due []T
 	for {
@@ -185,7 +182,6 @@ func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	}
 }
 
-// close stops the timer for good (Client.Close): later arms do nothing.
 func (q *timedQueue[T]) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()

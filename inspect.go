@@ -124,7 +124,6 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	return names[:keyLen], nil
 }
 
-// stateKeys are the keys of lua/state.lua, in its order.
 func stateKeys(key string) []string {
 	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }

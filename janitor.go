@@ -20,7 +20,6 @@ type janitor struct {
 	timedQueue[*cleanup]
 }
 
-// cleanup is one token to give back.
 type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
@@ -80,14 +79,12 @@ func (j *janitor) push(c *cleanup) {
 	j.setLocked(c)
 }
 
-// round sends the give-backs that are due, within janitorRoundTimeout.
 func (j *janitor) round(due []*cleanup) {
 	ctx, cancel := context.WithTimeout(context.Background(), janitorRoundTimeout)
 	defer cancel()
 	j.sweep(ctx, due)
 }
 
-// sweep sends one round and puts back what must be tried again.
 func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	refs := make([]*lockRef, len(batch))
 	for i, c := range batch {

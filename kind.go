@@ -24,12 +24,10 @@ const (
 	multiLock                     // AcquireMulti's: every name's key holds the token
 )
 
-// what names the call in errors.
 func (k lockKind) what() string {
 	return [...]string{"acquire", "acquire shared", "acquire semaphore", "acquire multi"}[k]
 }
 
-// handsOut is what the call hands out, for the error of WithFailOpen.
 func (k lockKind) handsOut() string {
 	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
 }
@@ -91,7 +89,6 @@ func layoutShared(o *options, r *lockRef) {
 	r.arg = min(handoffClaim, o.ttl).Milliseconds()
 }
 
-// layoutSemaphore returns the layout of a semaphore of limit slots.
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {
 		r.extraKey = r.key + lockrules.LimitSuffix
@@ -116,7 +113,6 @@ func (a *acquisition) subject() string {
 	return fmt.Sprintf("%q", a.name)
 }
 
-// heldWords says who keeps the caller out.
 func (a *acquisition) heldWords() string {
 	switch a.kind {
 	case sharedHold:

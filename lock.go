@@ -139,7 +139,6 @@ func (l *Lock) Token() string {
 	return l.h.token()
 }
 
-// token is the random token, without the metadata after it.
 func (l *hold) token() string {
 	token, _, _ := strings.Cut(l.ref.token, metadataSeparator)
 	return token

@@ -42,7 +42,6 @@ func WithMetadata(s string) Option {
 	})
 }
 
-// checkMetadata returns the invalid-argument error of a refused metadata.
 func checkMetadata(s string) error {
 	if len(s) > MaxMetadata {
 		return invalidf("metadata of %d bytes is over the %d-byte limit", len(s), MaxMetadata)
@@ -57,13 +56,10 @@ func checkMetadata(s string) error {
 	return nil
 }
 
-// unprintable reports the runes metadata may not hold (see WithMetadata).
 func unprintable(r rune) bool {
 	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control)
 }
 
-// valueOf returns what the lock key holds for a token: the token itself,
-// or the token and the metadata.
 func valueOf(token, metadata string) string {
 	if metadata == "" {
 		return token

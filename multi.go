@@ -432,7 +432,6 @@ func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	}
 }
 
-// parseMultiAcquire reads multi_acquire.lua's reply into fences.
 func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool, heldAt int, holder time.Duration, err error) {
 	vals, err := cmd.Slice()
 	if err != nil {

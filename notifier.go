@@ -105,7 +105,6 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	go n.reconcile()
 }
 
-// done ends one of the goroutines wait waits for.
 func (n *notifier) done() {
 	n.mu.Lock()
 	defer n.mu.Unlock()

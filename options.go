@@ -72,7 +72,6 @@ func defaultOptions() options {
 
 func (o *options) invalid(err error) { o.err = join(o.err, err) }
 
-// validate checks the combination of settings once all options are applied.
 func (o *options) validate() error {
 	if o.err != nil {
 		return o.err

@@ -175,7 +175,6 @@ type attempt struct {
 	landed   []int // nodes a straggler took before the outcome was known
 }
 
-// answer is what one node said to one command.
 type answer struct {
 	acquired  bool          // acquire
 	holderTTL time.Duration // acquire, when refused
@@ -264,7 +263,6 @@ wait:
 	return answers, q.labelAnswers(ctx, timeout, asked, got, answers)
 }
 
-// asked tells which nodes ask asks (all when only is nil), and how many.
 func (q *quorumStore) asked(only []int) (asked []bool, n int) {
 	asked = make([]bool, len(q.nodes))
 	for i := range asked {
@@ -566,7 +564,6 @@ func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	return 0, t.err("ttl", start, len(ours), t.notOurs())
 }
 
-// tally counts the answers of extend, release or pttl.
 type tally struct {
 	done, gone, foreign int
 	errs                []error

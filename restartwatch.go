@@ -53,7 +53,6 @@ const (
 	watchChannel = "redislock:restart-watch"
 )
 
-// watches holds the open watch of each go-redis client.
 var watches = struct {
 	sync.Mutex
 	open map[redis.UniversalClient]*restartWatch
@@ -91,7 +90,6 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 	return w
 }
 
-// join rejoins w; false: w has closed, and s must join a new one.
 func (w *restartWatch) join(s *scheduler) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

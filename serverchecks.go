@@ -11,7 +11,6 @@ import (
 // noeviction removes lock keys (they carry a TTL), letting a second holder
 // in. A user who may not read the config gets no warning (Debug only).
 
-// serverChecker is a store that can read its server's settings.
 type serverChecker interface {
 	// evictionPolicy returns maxmemory and maxmemory-policy.
 	evictionPolicy(ctx context.Context) (maxmemory, policy string, err error)
@@ -55,7 +54,6 @@ func evictsCounters(policy string) string {
 	return ""
 }
 
-// evictionPolicy reads both settings with one CONFIG GET.
 func (s singleStore) evictionPolicy(ctx context.Context) (maxmemory, policy string, err error) {
 	values, err := s.rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {

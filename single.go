@@ -305,7 +305,6 @@ func (s singleStore) ranScript() {
 	}
 }
 
-// releaseKey is release from strings; a quorum's nodes use it.
 func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, error) {
 	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
 }
@@ -347,7 +346,6 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 	return reply, ackOf(reply, acked, o)
 }
 
-// wait queues WAIT for o's replicas in pipe; its reply is read after Exec.
 func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
 	// go-redis' own WAIT (which also stretches the read timeout) is on
 	// the concrete pipeline type only.
@@ -432,7 +430,6 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	}
 }
 
-// extendCommand is the extension script of r's kind, and its keys.
 func extendCommand(r *extendRequest) (*redis.Script, []string) {
 	switch r.kind {
 	case semaphoreSlot:

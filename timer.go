@@ -26,7 +26,6 @@ func (t *lazyTimer) arm(at time.Time) {
 	t.timer.Reset(time.Until(at))
 }
 
-// fired records that the timer went off: the next arm sets it again.
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
 // stop stops the timer when its owner has nothing left to time: a set
@@ -39,7 +38,6 @@ func (t *lazyTimer) stop() {
 	}
 }
 
-// close stops the timer for good: later arms do nothing.
 func (t *lazyTimer) close() {
 	if t.timer != nil {
 		t.timer.Stop()

@@ -99,7 +99,6 @@ func (r *waitRoom) unseat(ticket string) {
 	delete(r.seats, ticket)
 }
 
-// wakeup returns a channel closed at the next plain announcement.
 func (r *waitRoom) wakeup() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -389,7 +388,6 @@ func (w *waitRooms) close(ctx context.Context) {
 	}
 }
 
-// wokenChan is s's hand-over channel; nil (never ready) without a seat.
 func (s *seat) wokenChan() <-chan struct{} {
 	if s == nil {
 		return nil

@@ -47,7 +47,6 @@ type watchState struct {
 	unwatched bool          // released or lost: never schedule again
 }
 
-// schedule puts l in the heap, due at due, unless it was unwatched.
 func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,7 +73,6 @@ func (s *scheduler) joinWatchLocked(now time.Time) {
 	s.watching = true
 }
 
-// leaveWatchLocked ends the membership: no lock is left to check.
 func (s *scheduler) leaveWatchLocked() {
 	s.also = time.Time{}
 	if s.watching {
@@ -106,7 +104,6 @@ func (s *scheduler) close() <-chan struct{} {
 	return s.watch.closeIfIdle()
 }
 
-// extendRequest is one lock's extension in a batch.
 type extendRequest struct {
 	opts  *options
 	key   string
