@@ -18,12 +18,11 @@ import (
 // An attempt is one command (two when a plain SET NX finds the lock held).
 // When the lock is held by someone else, Acquire waits as the retry
 // strategy says (default: not at all), one backoff per wait, whatever wakes
-// the waiter in between; LimitRetry(s, n) means n waits. A waiter queues on
-// the server and is woken by the release that hands it the lock, or comes
-// back every half second and when the holder's lease would end; it never
-// waits past ctx's deadline, nor longer than MaxWaitWithoutDeadline when
-// ctx has none. Callers of one Client waiting for the same lock queue
-// behind each other, each within its own strategy and ctx. ctx bounds the
+// the waiter in between. A waiter queues on the server and is woken by the
+// release that hands it the lock, or comes back every half second and when
+// the holder's lease would end; it never waits past ctx's deadline, nor
+// longer than MaxWaitWithoutDeadline when ctx has none. Callers of one
+// Client waiting for one lock queue behind each other. ctx bounds the
 // waiting only: the held lock lives on until Release or loss.
 //
 // Errors, all of them one line:
@@ -38,9 +37,9 @@ import (
 //   - Otherwise the Redis error, wrapped (it does not match ErrNotAcquired).
 //
 // A failed Acquire leaves no lock held: an attempt whose outcome it could
-// not learn (a timeout, a dead connection) is given back in the background,
-// token-checked. On success the caller must call Lock.Release; a Lock
-// dropped while held is released only once the garbage collector finds it.
+// not learn is given back in the background. On success the caller must
+// call Lock.Release; a Lock dropped while held is released only once the
+// garbage collector finds it.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	o, err := c.callOptions(exclusiveLock, opts)
 	if err != nil {

@@ -12,42 +12,32 @@ import (
 // each time this process becomes leader. It blocks: run it on a goroutine
 // of its own. Any number of goroutines may call it.
 //
-// Leadership is the lock called name: the leader holds it, extended by the
-// watchdog, for as long as lead runs. While another process leads, Elect
-// waits in the lock's queue as a waiting Acquire does, with no cap on the
-// wait: the leader's release hands leadership over at once, and a leader
-// that died without a release is replaced within its TTL. On a NewQuorum
-// Client (no queue, no announcements) it tries again when a majority of
-// the leader's keys would have expired, and at least once per TTL.
+// Leadership is the lock called name, held with the watchdog while lead
+// runs. Elect waits in the lock's queue as a waiting Acquire does, with no
+// cap on the wait: the leader's release hands leadership over at once, and
+// a leader that died without one is replaced within its TTL (on a quorum
+// Client, a leader's release is noticed within a TTL too). lead's context
+// is derived from ctx and is cancelled when leadership is lost, with the
+// *LostError as its cause, or when ctx ends; FenceFromContext on it gives
+// the term's fence with WithFencing. When lead returns, Elect campaigns
+// again if leadership was lost first; otherwise it gives leadership up to
+// the next in line and returns ctx's error if ctx ended, else lead's result
+// (also matching ErrLockLost if the release found the lock no longer ours).
 //
-// lead's context is derived from ctx and is cancelled when leadership is
-// lost, with the *LostError as its cause, or when ctx ends;
-// FenceFromContext on it returns the term's fence with WithFencing (above
-// every earlier term's). When lead returns: if leadership was lost before,
-// Elect campaigns again, whatever lead returned; if ctx ended, Elect gives
-// leadership up and returns ctx's error; otherwise it gives leadership up
-// (to the next in line) and returns lead's result, which also matches
-// ErrLockLost if the release found the lock no longer ours.
+// WithMaxHold limits each term (this process then campaigns again, at the
+// back of the line). A panic in lead gives leadership up and continues.
+// Client.Close ends the term like any hold. A retry strategy set as the
+// Client's default is ignored. While Redis cannot be reached, Elect keeps
+// campaigning, with jittered backoff up to one second, logged at Warn.
 //
-// WithMaxHold limits each term: at the limit lead's context is cancelled
-// (MaxHoldReached), leadership goes to the next in line, and this process
-// campaigns again at the back of the line. A panic in lead gives
-// leadership up and continues. Client.Close ends the term like any hold
-// (lead's context is cancelled with a cause matching ErrClosed). A retry
-// strategy set as the Client's default is ignored. While Redis cannot be
-// reached, Elect keeps campaigning with jittered backoff up to one second,
-// logging each failure at Warn.
-//
-// Errors: an error matching ctx.Err() when ctx ended, campaigning or
-// leading (joined with lead's own error, if any); lead's error when lead
-// returned on its own; ErrClosed after Client.Close; ErrInvalidArgument,
-// nothing sent, for a nil ctx or lead, a bad name, invalid options, or
-// options that make no sense for a campaign: WithRetry (Elect waits until
-// ctx ends), WithFailOpen (no leader without the lock), the watchdog off
-// (a leader's lease would run out under it); a Redis error that is an
-// answer (WRONGTYPE, NOPERM), wrapped. Elect never returns nil unless lead
-// returned nil on its own. Each term is logged at Info when it begins. To
-// know who leads, Inspect the lock.
+// Errors: an error matching ctx.Err() when ctx ended (joined with lead's
+// own error, if any); lead's error when lead returned on its own; ErrClosed
+// after Client.Close; ErrInvalidArgument, nothing sent, for a nil ctx or
+// lead, a bad name, invalid options, WithRetry (Elect waits until ctx
+// ends), WithFailOpen (no leader without the lock) or the watchdog off; a
+// Redis error that is an answer (WRONGTYPE, NOPERM), wrapped. Elect never
+// returns nil unless lead returned nil on its own. Each term is logged at
+// Info; to know who leads, Inspect the lock.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err

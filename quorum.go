@@ -19,32 +19,24 @@ import (
 // Every command goes to all nodes at once, with one token. An acquisition
 // succeeds when a majority (len(clients)/2 + 1) took the lock within the
 // lease's validity (the TTL, less the attempt's time and the drift
-// allowance), which is the Lock's safe deadline; a failed attempt gives
-// back what it took. When a node refused (another holder has the key), it
-// fails as held by someone else (ErrNotAcquired, never a fail-open run),
-// and when too few nodes answered, with a *QuorumError. Retry with a
-// jittered strategy such as ExponentialBackoff, so that contenders that
-// split the vote do not retry in step. Extensions need a majority; a
-// release succeeds when a majority answered and none holds our token any
-// more (ErrNotHeld when a majority did not hold it); Lock.TTL is the lease
-// a majority guarantees. 5 nodes tolerate 2 down, 3 nodes 1.
+// allowance: the Lock's safe deadline); a failed attempt gives back what
+// it took. When a node refused, it fails as held by someone else
+// (ErrNotAcquired, never a fail-open run; retry with a jittered strategy
+// such as ExponentialBackoff, so that split votes do not repeat), and
+// when too few nodes answered, with a *QuorumError. Extensions, releases
+// and Lock.TTL go by the majority too. Each command waits for each node at
+// most TTL/20: a hung node costs that much, and counts as failed.
 //
-// Each command waits for each node at most TTL/20 (at least 1ms): a hung
-// node costs that much and counts as failed. A late call that took the
-// lock for a failed attempt or a released lock gives it back when it
-// returns; if it never does, the key expires after the TTL.
-//
-// It rests on bounded pauses, network delays and clock drift: a holder
+// It rests on bounded pauses, network delays and clock drift (a holder
 // paused past its lease, or a node whose clock jumps, lets a second holder
-// in (Martin Kleppmann's argument); and it offers no fencing tokens (a
-// counter per node is not one).
+// in), and it offers no fencing tokens: a counter per node is not one.
 //
 // It returns an error wrapping ErrInvalidArgument for fewer than 3 clients
 // (2 tolerate no failure; for 1 use New), a nil client, the same client
 // twice or two *redis.Client with the same address, an invalid option, or
 // WithFencing (also refused per call). Each client may be any
-// redis.UniversalClient on its own deployment; WithReplicaAck then applies
-// on every node, and a node whose replicas fall short counts as failed.
+// redis.UniversalClient on its own deployment; with WithReplicaAck, a node
+// whose replicas fall short counts as failed.
 func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(clients) < 3 {
 		return nil, invalidf("NewQuorum needs at least 3 independent Redis servers, got %d (for one deployment use New; 2 nodes tolerate no failure)", len(clients))
