@@ -3,24 +3,20 @@ package redislock
 import "context"
 
 // Fencing tokens. A lock taken with WithFencing also increments a counter,
-// in the same script and round trip, and hands the new value to the
-// holder: every acquisition of a name gets a number above every earlier
-// one; a failed attempt takes none. The protected resource remembers the
-// highest fence it accepted and refuses writes that carry a lower one:
+// in the same script, and hands the holder the new value: above every
+// earlier acquisition's of the name (a failed attempt takes none). The
+// protected resource refuses writes that carry a lower fence than the
+// highest it accepted, so a holder that lost its lock without knowing (a
+// long GC pause, a frozen VM) is harmless:
 //
 //	UPDATE settlement SET status = 'done', fence = :fence
 //	WHERE  settle_date = :date AND fence < :fence;
 //
-// so that a holder that lost its lock without knowing (a long GC pause, a
-// frozen VM) is harmless. The counter lives at "<lock key>:fence", in the
-// lock's hash slot, without expiry (it must outlive every holder; this
-// package never deletes it). Fences never go backwards, even when the
-// counter is lost (a restart without persistence, eviction, FLUSHALL),
-// restored from an older snapshot, or promoted from a replica that missed
-// writes: the script raises a counter below the server's clock (TIME, in
-// microseconds) to it. So fences are about 1.8e15 (JavaScript-safe until
-// the 2250s), and the guarantee holds as long as the servers' clocks do
-// not step back by more than the outage lasted.
+// The counter lives at "<lock key>:fence", without expiry (it must outlive
+// every holder). Fences never go backwards, even when it is lost or
+// restored from an older copy: the script raises a counter below the
+// server's clock (TIME, in µs) to it, so fences are about 1.8e15, and hold
+// as long as the servers' clocks do not step back more than an outage.
 
 // lockKey is the context key under which a lock's context and
 // RunWithLock's fn context carry the *Lock.

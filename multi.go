@@ -21,22 +21,17 @@ const MaxMultiNames = 1000
 
 // AcquireMulti takes the locks called names, all of them or none, as one
 // Lock: for work that must hold several names at once (two accounts of a
-// transfer, every file of a batch). Each name is the lock Acquire would
-// take (the same key). The Lock has one token, written to every name, one
-// lease, context and watchdog entry: if any name is found gone or held by
-// another token, the whole lock is lost (its *LostError names that name).
-//
-// On one server (or Sentinel) one script takes every name atomically; on a
-// Cluster, one hash slot at a time in one global order, and what an
-// attempt took is given back before it waits or fails, so overlapping sets
-// never deadlock. With WithFencing each name gets a fence from its own
-// counter (Lock.FenceOf); Lock.Fence, Name and Key are names[0]'s.
-// WithMetadata applies to every name.
-//
-// Waiting is Acquire's, but a multi waiter is never handed a name: it
-// watches the name that kept it out, and tries again when that name's
-// release is heard, when its holder's lease would end, or when its backoff
-// ends.
+// transfer). Each name is the lock Acquire would take. The Lock has one
+// token, lease, context and watchdog entry: if any name is found gone or
+// held by another token, the whole lock is lost (its *LostError names
+// that name). On a Cluster the names are taken one hash slot at a time in
+// one global order, and what an attempt took is given back before it
+// waits or fails, so overlapping sets never deadlock. With WithFencing
+// each name gets its own fence (Lock.FenceOf); Lock.Fence, Name and Key
+// are names[0]'s. WithMetadata applies to every name. Waiting is
+// Acquire's, but a waiter is never handed a name: it tries again when the
+// name that kept it out is released, when its lease would end, or at its
+// backoff.
 //
 // Errors: as Acquire's, the name in ErrNotAcquired being the name found
 // held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more

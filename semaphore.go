@@ -14,18 +14,16 @@ const MaxSemaphoreLimit = 100_000
 // the name with the same limit, hold it at once.
 //
 // Each holder gets a Lock of its own, with everything a Lock from Acquire
-// has (token, lease and watchdog, a context cancelled when its slot is
-// lost, Valid, a fence with WithFencing from the name's one counter). A
-// holder that crashes gives its slot back when its lease ends. Waiting is
-// Acquire's; waiters queue on the server and are served in arrival order.
-// A name is either a lock or a semaphore: Acquire of a semaphore's name,
-// or AcquireSemaphore of a lock's, fails with Redis' WRONGTYPE error.
+// has (fences come from the name's one counter); a crashed holder's slot
+// comes back when its lease ends. Waiting is Acquire's, served in arrival
+// order. A name is a lock or a semaphore: Acquire of a semaphore's name,
+// or the other way round, fails with Redis' WRONGTYPE error.
 //
 // Errors: as Acquire's, and ErrLimitMismatch when the current holders use
 // another limit (the caller is not queued); ErrInvalidArgument for a limit
-// below 1 or above MaxSemaphoreLimit, WithFailOpen, or a quorum Client. A
-// failed call leaves no slot held and no place in the queue. On success
-// the caller must call Lock.Release.
+// outside 1..MaxSemaphoreLimit, WithFailOpen, or a quorum Client. A failed
+// call leaves no slot held and no place in the queue. On success the
+// caller must call Lock.Release.
 func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, opts ...Option) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err

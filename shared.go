@@ -10,13 +10,10 @@ import (
 // Writers are not starved: once an exclusive waiter is queued, later
 // shared callers queue behind it.
 //
-// The Lock has everything a Lock from Acquire has, with a lease of its
-// own; a crashed holder's share ends with its lease. With WithFencing,
-// every shared holder of one epoch (from the name going shared until the
-// last share ends) gets the same fence, above every fence before it and
-// below the next exclusive holder's. Waiting is Acquire's, in the same
-// server queue as exclusive waiters; a release that hands the lock to a
-// shared waiter lets in the shared waiters right behind it too.
+// The Lock has everything a Lock from Acquire has, with a lease of its own.
+// With WithFencing, every shared holder of one epoch (from the name going
+// shared until the last share ends) gets the same fence, above every fence
+// before it and below the next exclusive holder's. Waiting is Acquire's.
 //
 // Errors: as Acquire's; ErrInvalidArgument for WithFailOpen and on a
 // quorum Client. A failed call leaves no share held and no place in the
