@@ -6,18 +6,17 @@ import (
 	"time"
 )
 
-// Close shuts the Client down gracefully, for a process told to stop (a pod
-// that gets SIGTERM). From the call on, the acquiring calls return an error
-// matching ErrClosed, also to the callers that were waiting. Close waits
-// for attempts under way, then releases every lock the Client holds, in
-// one pipeline bounded by ctx, so that another instance can take each at
-// once; each lock's context is cancelled first, with a cause matching
-// ErrClosed. Tokens still being given back in the background get one last
-// try. Close returns once no goroutine, timer or pub/sub connection of the
-// Client is left, or when ctx ends (with ctx's error; what is left stops
-// by itself soon after). It returns nil when every lock was released, or
-// an error saying how many could not be (they expire after their TTL). A
-// second Close returns nil. It does not close the go-redis client.
+// Close shuts the Client down for a process told to stop. From the call
+// on, the acquiring calls return an error matching ErrClosed, also to the
+// callers that were waiting. Close waits for attempts under way, then
+// releases every lock the Client holds in one pipeline bounded by ctx (each
+// lock's context is cancelled first, with a cause matching ErrClosed), so
+// that another instance can take each at once, and gives background
+// give-backs one last try. It returns once no goroutine, timer or pub/sub
+// connection of the Client is left, or when ctx ends (with ctx's error);
+// nil when every lock was released, else an error saying how many were not
+// (they expire after their TTL). A second Close returns nil. It does not
+// close the go-redis client.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err

@@ -79,13 +79,11 @@ type NodeInfo struct {
 
 // Inspect reports the state of the lock called name in one round trip:
 // whether it is held and by which kind of lock, the lease left, the
-// holders' metadata (for shared holders and a semaphore's, each one's lease
-// too; a semaphore's limit), the last fence handed out and how many
-// waiters are queued. Its script only reads (all of it describes one
-// instant) and never sees the token; anyone may call it, also after
-// Client.Close, e.g. to ask who leads an election (Elect). On a quorum
-// Client it reads every node (each within TTL/20) into Info.Nodes, and
-// Info.Held says whether a majority holds the same holder.
+// holders' metadata (and leases, for shared and semaphore holders), the
+// last fence handed out and how many waiters are queued. Its script only
+// reads (one instant) and never sees the token; anyone may call it, also
+// after Client.Close (to ask who leads an election, say). On a quorum
+// Client it reads every node (each within TTL/20) into Info.Nodes.
 //
 // Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
 // (nothing is sent); ErrNotALock when the lock's key, its fence counter or

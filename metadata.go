@@ -21,17 +21,14 @@ const metadataSeparator = lockrules.MetadataSeparator
 
 // WithMetadata stores s with the lock, in the same command that takes it,
 // for anyone to read with Client.Inspect (and Lock.Metadata): a short
-// description of the holder, such as "host=web-3 pid=4242 job=settle",
-// that says at 3 a.m. which process to look at. It follows the lease
-// through extensions and is gone when the lock is released, expires or is
-// handed on. It is no secret, and knowing it gives no power over the lock.
-//
-// s is at most MaxMetadata bytes of valid UTF-8 that prints as one line as
-// written: no control characters, line or paragraph separators (U+2028,
-// U+2029) or bidirectional controls (U+202A-U+202E, U+2066-U+2069), which
-// could make a log or a terminal show another holder than the one stored;
-// anything else is an invalid argument. It travels with every extension
-// and release, so keep it short. Default "": nothing extra is sent.
+// description of the holder, such as "host=web-3 pid=4242 job=settle".
+// It lives and dies with the key, is no secret, and gives no power over
+// the lock. s is at most MaxMetadata bytes of valid UTF-8 that prints as
+// one line as written: no control characters, line or paragraph
+// separators or bidirectional controls (U+202A-U+202E, U+2066-U+2069),
+// which could make a log or a terminal show another holder than the one
+// stored; anything else is an invalid argument. It travels with every
+// extension and release, so keep it short. Default "": nothing is sent.
 func WithMetadata(s string) Option {
 	return optionFunc(func(o *options) {
 		if err := checkMetadata(s); err != nil {

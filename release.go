@@ -7,21 +7,19 @@ import (
 	"time"
 )
 
-// Release ends the hold and deletes the key if it still holds our token.
+// Release ends the hold, locally first whatever happens on the network
+// (the lock leaves the watchdog, its context is cancelled with cause
+// ErrReleased unless it was lost before, and this Client's next waiter
+// gets its turn), then deletes the key if it still holds our token. When
+// ctx is done, or ends before the reply, it makes one attempt detached from
+// ctx, bounded by ReleaseTimeout, so that `defer lock.Release(reqCtx)`
+// after a timed-out request still lets go; if that fails too, the Client
+// keeps trying in the background.
 //
-// The hold ends first, locally, whatever happens on the network: the lock
-// leaves the watchdog, its context is cancelled with cause ErrReleased
-// (unless it was lost before), and this Client's next waiter gets its
-// turn. When ctx is already done, or ends before the reply, Release makes
-// one attempt detached from ctx's cancellation, bounded by ReleaseTimeout,
-// so that `defer lock.Release(reqCtx)` after a timed-out request still
-// lets go; if that fails too, the Client keeps trying in the background.
-//
-// It returns nil when our key was deleted; ErrNotHeld when the key was
-// gone or held by someone else (a loss found at release is logged and
-// observed like any other), on a nil *Lock, and on every call after the
-// first (only one sends the release, also when calls race); or the Redis
-// error.
+// It returns nil when our key was deleted; ErrNotHeld when it was gone or
+// held by someone else (a loss, logged and observed like any other), on a
+// nil *Lock, and on every call after the first (only one sends, also when
+// calls race); or the Redis error.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock

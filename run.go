@@ -8,18 +8,17 @@ import (
 )
 
 // RunWithLock acquires the lock called name, runs fn while holding it, and
-// releases it. fn's context is derived from ctx and is also cancelled when
-// the lock is lost, with the *LostError as its cause; FenceFromContext on
-// it returns the fencing token. The release always happens, also when fn
-// panics (the panic then continues) and when ctx was cancelled: on a
-// context detached from ctx's cancellation, bounded by ReleaseTimeout.
+// releases it, also when fn panics (the panic then continues) or ctx was
+// cancelled: on a context detached from ctx, bounded by ReleaseTimeout.
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost, with the *LostError as its cause; FenceFromContext on it gives the
+// fencing token.
 //
-// It returns fn's error; if the lock was lost while fn ran (or Release
-// found it no longer ours), the error also matches ErrLockLost and carries
-// the *LostError. When fn did not run it returns Acquire's error (with
-// WithFailOpen, fn runs without a lock when Redis cannot be reached), or
-// ErrInvalidArgument for a nil fn. A failed release after fn is logged at
-// Warn, not returned: fn did run, and the lock expires after its TTL.
+// It returns fn's error, which also matches ErrLockLost (carrying the
+// *LostError) if the lock was lost while fn ran. When fn did not run it
+// returns Acquire's error (with WithFailOpen, fn runs without a lock when
+// Redis cannot be reached), or ErrInvalidArgument for a nil fn. A failed
+// release after fn is logged at Warn, not returned: the lock expires.
 func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err
