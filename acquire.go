@@ -78,18 +78,15 @@ type call struct {
 // acquisition is one acquire call of any kind: the one acquisition loop.
 type acquisition struct {
 	call
-	// queued: waits in the server's queue under one token for all
-	// attempts (see init); a multi waiter watches instead.
+	// queued: waits in the server's queue, one token for all attempts (see init).
 	queued bool
-	// room: this Client's waiters for the key we wait on, whose turn we
-	// hold; keepRoom: handed to the lock (see lockKind.keepsTurn); early:
-	// the first attempt, made for us by the releaser that handed us the turn.
+	// room: this Client's waiters for our key, whose turn we hold (keepRoom:
+	// handed to the lock); early: the attempt a releaser made for us.
 	room     *waitRoom
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
-	// seat is where a hand-over to us finds us (queued only); woken is
-	// the room's plain announcements, taken before each attempt.
+	// seat: where a hand-over to us finds us; woken: the room's plain announcements.
 	seat  *seat
 	woken <-chan struct{}
 
@@ -97,14 +94,12 @@ type acquisition struct {
 	refusal error  // a store's explanation of the last refusal
 	blocker string // a multi lock's name that kept the last attempt out
 
-	// ticket: what a release handing us the lock announces (queued only);
-	// firstSent: when our first attempt was sent, before any hand-over.
+	// ticket: what a hand-over to us announces; firstSent: our first attempt's send time.
 	ticket    string
 	firstSent time.Time
 }
 
-// begin checks what every acquiring call checks before its first attempt,
-// and registers the call with Close (the caller exits it when err is nil).
+// begin checks a call and registers it with Close (the caller exits it when err is nil).
 func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
 	if ctx == nil {
 		return "", 0, invalidf("nil context")
@@ -123,8 +118,7 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names st
 	return names, keyLen, nil
 }
 
-// init builds the Lock (layout adds what its kind needs beyond a key) and
-// decides how to wait.
+// init builds the Lock (layout adds its kind's keys) and decides how to wait.
 func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
 	a.l = &hold{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
@@ -136,17 +130,15 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	r.commands(a.o, a.c.publish)
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server under one token
-	// for all its attempts. Elsewhere, and for a multi lock, each attempt
-	// has its own, so that a late answer to an earlier one (a quorum node
-	// past its timeout), or its clean-up, cannot touch this one's key.
+	// A waiter on a single deployment queues on the server, one token for
+	// all attempts. Elsewhere (and multi) each attempt has its own, so a late
+	// answer to an earlier one, or its clean-up, cannot touch this one's key.
 	waitsOnServer := a.waits && a.c.store.queues()
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
 	switch {
 	case a.kind == sharedHold:
-		// Our place in the queue, and what a release hands the lock to;
-		// its 's' tells the scripts a shared waiter.
+		// Our place in the queue; its 's' tells the scripts a shared waiter.
 		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
 	case a.queued:
 		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
@@ -159,8 +151,7 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
 
-// capWait bounds the waiting of a ctx without deadline by
-// MaxWaitWithoutDeadline, unless the call does not wait or is a campaign.
+// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, but a campaign's.
 func (a *call) capWait(campaign bool) {
 	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
@@ -212,10 +203,9 @@ func (a *acquisition) watch() error {
 	return a.enterRoom(key)
 }
 
-// enterRoom takes the turn among this Client's waiters for key, waiting in
-// line within ctx and the strategy. A releaser that hands us the turn may
-// send our first attempt behind its release (hold.sendRelease): not with
-// WithReplicaAck (its WAIT must follow the attempt), nor for a multi lock.
+// enterRoom takes the turn among this Client's waiters for key, within ctx
+// and the strategy. A releaser handing us the turn may send our first attempt
+// behind its release: not with WithReplicaAck (its WAIT must follow), nor multi.
 func (a *acquisition) enterRoom(key string) error {
 	var earlyRef *lockRef
 	if a.queued && a.o.replicas == 0 {
@@ -244,8 +234,7 @@ func (a *acquisition) enterRoom(key string) error {
 		return a.stopped(err)
 	}
 	if a.queued {
-		// Announcements of a hand-over to us wake us from now on (a
-		// releaser that made our first attempt seated us before sending).
+		// A hand-over to us wakes us from now on (a releaser seats us before sending).
 		a.seat = a.room.expect(a.ticket)
 	}
 	a.held = a.held || a.room.seenHeld.Load() // the caller ahead of us saw it held
@@ -271,8 +260,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		a.sent = early.sent
 		acquired, a.fence, holderTTL, err = parseAcquire(early.reply, a.o.fencing)
 	} else {
-		// A first attempt that did not wait in line: its lease may be
-		// counted from start (a little early: the safe side).
+		// Not waited in line: the lease may count from start (early: the safe side).
 		a.sent = a.start
 		if a.attempts > 1 || a.room != nil {
 			a.sent = time.Now()
@@ -280,8 +268,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, r)
 	}
 	a.noteFirst()
-	// A store may explain a refusal (a quorum's counts): that is still
-	// "held by someone else", and the explanation goes with the error.
+	// A store's explanation of a refusal (a quorum's counts) goes with the error.
 	a.refusal = nil
 	if errors.Is(err, ErrNotAcquired) {
 		a.refusal, err = err, nil
@@ -305,9 +292,8 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	return false, nil
 }
 
-// noteFirst dates our first attempt: an attempt sent for us with a release
-// whose reply was lost may still have run and queued us, so a hand-over to
-// us can come after it, before our own: our first attempt is that one.
+// noteFirst dates our first attempt: one sent for us with a release whose reply
+// was lost may have queued us, and a hand-over can follow it before our own.
 func (a *acquisition) noteFirst() {
 	if a.attempts == 1 {
 		a.firstSent = a.sent
@@ -318,14 +304,12 @@ func (a *acquisition) noteFirst() {
 	a.early = nil
 }
 
-// handedOver returns the lease announced by a release that handed us the
-// lock, when we may take it without a claim (one round trip sooner; the
-// watchdog extends it at once). The hand-over came after our first attempt
-// was sent, so by the server's clock the lease lasts until firstSent+lease
-// at least. Not for a shared waiter (its claim makes the hold a share),
-// with a fence (the claim takes it), WithReplicaAck (the claim's WAIT makes
-// the hold durable), without the watchdog (the lock holds its TTL from the
-// start), nor with under half that lease left.
+// handedOver returns the lease a release that handed us the lock announced,
+// when we may take it without a claim (the watchdog extends it at once): by
+// the server's clock it lasts until firstSent+lease at least. Not for a shared
+// waiter (the claim makes its share), with a fence (the claim takes it),
+// WithReplicaAck (the claim's WAIT), without the watchdog (the lock keeps its
+// TTL from the start), nor with under half that lease left.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false
@@ -342,9 +326,8 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 }
 
 // failed turns an attempt's error into the call's. An attempt without an
-// answer may still reach Redis and take the key under our token: the
-// janitor gives it back (a quorum its late answers itself). One that never
-// left this Client (unsentError) has only our earlier place to give back.
+// answer may still take the key under our token: the janitor gives it back;
+// one that never left this Client (unsentError) took nothing.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
@@ -352,8 +335,7 @@ func (a *acquisition) failed(err error) error {
 		if (!errors.As(err, &reply) || a.ctx.Err() != nil) && a.c.store.queues() {
 			a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl)
 		}
-		// Our place in the queue is now the janitor's to give back, or
-		// lapses: no further call to a Redis that just failed.
+		// Our place is the janitor's now, or lapses: no call to a Redis that just failed.
 		a.inQueue = false
 	}
 	switch {
@@ -388,9 +370,8 @@ func (a *call) heldFor(holder time.Duration) {
 	}
 }
 
-// handOut checks a granted attempt: a reply after the lease's safe
-// deadline, or a Client that began closing meanwhile (without waiting for
-// it), gives the lock back and returns the caller's error.
+// handOut gives the lock back, with the caller's error, when the reply came
+// after the lease's safe deadline or the Client began closing meanwhile.
 func (a *acquisition) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
 		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
@@ -406,9 +387,8 @@ func (a *acquisition) handOut() error {
 	return nil
 }
 
-// succeed hands out the Lock, leased for lease from a.sent and taken at
-// took (see handedOver), after handOut's checks. An exclusive holder keeps
-// the turn of this Client's waiters for the key; any other passes it on.
+// succeed hands out the Lock, leased for lease from a.sent, taken at took. An
+// exclusive holder keeps the turn of this Client's waiters; any other passes it.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
 	if err := a.handOut(); err != nil {
 		return a.fail(err)
@@ -439,8 +419,7 @@ func (a *call) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our place in the server's
-// queue (see Client.leave), the turn among this Client's waiters, timers.
+// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
 func (a *acquisition) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref)
@@ -466,9 +445,8 @@ func (a *acquisition) sleep() error {
 		return a.heldError()
 	}
 	if !a.listened {
-		// Hear the holder's release from now on. Until the subscription
-		// is confirmed a release could pass unheard, so try again at once
-		// after confirming (a re-check, not a wait).
+		// Hear the holder's release from now on; until the subscription is
+		// confirmed one could pass unheard, so try again once confirmed.
 		a.listened = true
 		wake, _ := a.nextWake()
 		a.c.rooms().listen(a.ctx, a.room, time.Until(wake), a.c.closing)
@@ -486,18 +464,16 @@ func (a *acquisition) sleep() error {
 		if err != nil || !rang || !waitEnds || !a.l.ref.waiting {
 			return err
 		}
-		// A waiter that queues (or watches) does not ask at the end of a
-		// wait (a release hands it the lock, or announces itself): the next
-		// wait begins, or one last attempt before the verdict.
+		// A queued (or watching) waiter does not ask at the end of a wait: the
+		// next begins, or, when none is allowed, one last attempt.
 		if !a.patience.begin(time.Now()) {
 			return nil
 		}
 	}
 }
 
-// nextWake is when to look again without an announcement: the end of the
-// strategy's wait (waitEnds), the holder's lease end, or, queued or
-// watching, the refresh that keeps our place, whichever comes first.
+// nextWake: the strategy's wait's end (waitEnds), the holder's lease end or,
+// on the server, the refresh of our place, whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
 	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
@@ -549,8 +525,7 @@ func (a *call) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
-// stopped is the error of a wait that ended without a verdict of its own
-// (ctx ended, the cap for a ctx without deadline, Close); it matches
+// stopped is the error of a wait ended by ctx, the cap or Close; it matches
 // ErrNotAcquired only when an attempt saw the lock held.
 func (a *acquisition) stopped(why error) error {
 	switch {

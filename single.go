@@ -14,19 +14,17 @@ import (
 // singleStore keeps every lock on one Redis deployment.
 type singleStore struct {
 	rdb redis.UniversalClient
-	// scripted: a script of ours ran here, so a plain lock's first attempt
-	// may be a plain SET (see lockRef.setArgs); until then the script runs,
-	// so that a user who may not run scripts is refused by Acquire, not left
-	// holding a lock it cannot extend or release. nil on a quorum's nodes.
+	// scripted: a script of ours ran here, so a plain lock's first attempt may
+	// be a SET (lockRef.setArgs); before, the script runs, so that a user who
+	// may not run scripts is refused by Acquire. nil on a quorum's nodes.
 	scripted *atomic.Bool
 	batch    *batcher        // shares round trips among callers; nil on a quorum's nodes
 	closing  <-chan struct{} // Client.Close: a waiter stops waiting for its attempt (see send)
 	cleaner  *janitor        // the Client's: what a multi attempt cannot give back at once
 }
 
-// send sends cmd, whose first key is key, through the batcher if any (see
-// batcher.do). A waiter's command goes out from the batcher's goroutine, so
-// that the waiter can stop waiting for it when the Client closes.
+// send sends cmd through the batcher, if any. A waiter's command goes out from
+// the batcher's goroutine, so that the waiter stops waiting when Close begins.
 func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiting bool) *redis.Cmd {
 	if s.batch == nil {
 		_ = s.rdb.Process(ctx, cmd)
@@ -38,8 +36,7 @@ func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiti
 	return s.batch.do(ctx, key, cmd, nil)
 }
 
-// publishCommand is how the release script announces a release: SPUBLISH
-// on a cluster, where the channel lives on the lock's node.
+// publishCommand announces releases: SPUBLISH on a cluster (on the lock's node).
 func (s singleStore) publishCommand() string {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
 		return "SPUBLISH"
@@ -47,8 +44,7 @@ func (s singleStore) publishCommand() string {
 	return "PUBLISH"
 }
 
-// run sends a prebuilt EVALSHA (args[0:2] = "evalsha", sha; keys from
-// args[3]) and, when the server lost its script cache, the same as EVAL.
+// run sends a prebuilt EVALSHA (keys from args[3]), and EVAL after NOSCRIPT.
 func (s singleStore) run(ctx context.Context, source string, args []any, waiting bool) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
@@ -122,9 +118,8 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	}
 	reply := s.run(ctx, ref.acquireSource(), ref.acquireCommand(true), ref.waiting)
 	if ref.waiting && ref.kind == exclusiveLock && isTryAgain(reply.Err()) {
-		// A cluster slot in migration refuses scripts whose keys are
-		// not all there yet, and the queue's usually are not: wait
-		// without a place in the queue meanwhile.
+		// A slot in migration refuses scripts whose keys are not all there
+		// (the queue's): wait without a place in the queue meanwhile.
 		reply = s.run(ctx, acquireSource, ref.acquireCommand(false), true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
@@ -134,8 +129,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
-// acquireAcked is acquire of a shared hold or a semaphore slot with
-// WithReplicaAck; a hold the replicas did not confirm is given back.
+// acquireAcked: a shared or semaphore hold with WithReplicaAck's WAIT.
 func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireSource(), ref.acquireCommand(true))
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
@@ -215,9 +209,8 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	}
 	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:], false).Int64()
 	if isTryAgain(err) && ref.kind == exclusiveLock {
-		// A cluster slot in migration (see acquire): release without
-		// the queue's keys, so without handing on; waiters hear the
-		// release and try. Rare: built here, not kept in every lock.
+		// A slot in migration: release without the queue's keys, so without
+		// handing on. Rare: built here, not kept in every lock.
 		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
 		reply, err = s.run(ctx, releaseSource, plain, false).Int64()
 	}
@@ -227,8 +220,7 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	return reply, err
 }
 
-// releaseAttempter is a store that can send a release and the next
-// waiter's attempt in one round trip.
+// releaseAttempter sends a release and the next waiter's attempt in one round trip.
 type releaseAttempter interface {
 	// releaseAndAttempt releases ref (reply and err as release) and then
 	// attempts next; the attempt is nil when it was not sent or not run.
@@ -258,8 +250,7 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
-// abandon sends the release script as a waiter that leaves (ARGV[4]) for
-// every ref, in one pipeline.
+// abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one pipeline.
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	for _, ref := range refs {
 		if ref.multi != nil {
@@ -291,8 +282,7 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
 			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i], false).Int64()
 		case isTryAgain(errs[i]):
-			// The slot is migrating: release without the queue (see
-			// release); a place left lapses after queueHold.
+			// The slot is migrating (see release); a place left lapses.
 			replies[i], errs[i] = s.release(ctx, refs[i])
 		}
 	}
@@ -321,9 +311,8 @@ func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	return pttlScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
 }
 
-// runScript runs script and, with WithReplicaAck, WAIT in the same
-// pipeline, on the connection that wrote. The reply is returned even when
-// the replicas fell short; ackErr (matching ErrReplicaAck) says so.
+// runScript runs script and, with WithReplicaAck, WAIT in the same pipeline;
+// ackErr (matching ErrReplicaAck) says when the replicas fell short.
 func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
 	if o.replicas == 0 {
 		return script.Run(ctx, rdb, keys, args...), nil
@@ -393,9 +382,8 @@ func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
 	return nil
 }
 
-// extendBatch extends many locks in one pipeline (split by node on a
-// cluster), again with EVAL after NOSCRIPT; WithReplicaAck and multi
-// locks go one by one, each with its WAIT or its groups.
+// extendBatch extends many locks in one pipeline (EVAL after NOSCRIPT); those
+// with WithReplicaAck and multi locks go one by one.
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
