@@ -14,9 +14,8 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// MaxMultiNames is the most names AcquireMulti takes at once. Every
-// extension of a multi lock reads all of its keys, so a set far beyond a
-// thousand names is a mistake, not a setting.
+// MaxMultiNames is the most names AcquireMulti takes at once: every
+// extension reads all of them, so far more is a mistake, not a setting.
 const MaxMultiNames = 1000
 
 // AcquireMulti takes the locks called names, all of them or none, as one
@@ -67,33 +66,30 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 type multiRef struct {
 	first   string // the caller's names[0]
 	firstAt int    // its place in names
-	// blocker: the place in names of the name that kept the last attempt
-	// out; watcher: our entry in its queue (see lua/multi_acquire.lua).
+	// blocker: the place of the name that kept the last attempt out;
+	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
 	watcher string
-	// acquires and releases: an attempt's and the lock's release's
-	// EVALSHAs, one per group (see prepareFor); releasing: whose token.
+	// acquires, releases: one EVALSHA per group (see prepareFor).
 	acquires, releases [][]any
 	releasing          *lockRef
 	names              []string // by hash slot (on a cluster), then name
 	keys               []string // the names' lock keys, in that order
-	// spans are "prefix{name}:qx" (see lockKeys): each name's key, queue
-	// and expiries are its prefixes.
+	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes.
 	spans     []string
 	fenceKeys []string // their fence counters; nil without fencing
 	groups    []multiGroup
 	oneGroup  [1]multiGroup // groups' array on one server
 	fences    []int64       // by names' order, once acquired
-	// lost is 1 + the place of the last name a script found gone or
-	// someone else's, 0 if none: the name a loss reports.
+	// lost: 1 + the place of the last name found not ours (0: none).
 	lost atomic.Int64
 }
 
 // multiGroup is names[from:to], taken by one script: a hash slot's on a cluster.
 type multiGroup struct{ from, to int }
 
-// newMultiRef checks names (an invalid-argument error for an empty name, a
-// name twice, or one Acquire would refuse) and lays out their keys.
+// newMultiRef checks names as Acquire would, refuses one given twice, and
+// lays out their keys.
 func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
 		name, span string
@@ -115,8 +111,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		}
 		entries[i] = e
 	}
-	// One global order, so that two callers with overlapping sets take
-	// the names they share in the same order.
+	// One global order: overlapping sets take their common names in one order.
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
@@ -146,9 +141,8 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	return m, nil
 }
 
-// prepare returns, for each group, the EVALSHA of script sha on its names'
-// keys, then their extra keys (each by names' order), then args; keys after
-// the first (which go-redis routes by) go in as *string (see lockRef).
+// prepare returns each group's EVALSHA of sha on its names' keys, then their
+// extra keys, then args; keys after the first go in as *string (see lockRef).
 func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	cmds := make([][]any, len(m.groups))
 	for i, g := range m.groups {
@@ -185,9 +179,8 @@ func (m *multiRef) lostName() string {
 	return m.first
 }
 
-// verdict reads the {code, i} reply of the extend, release and pttl
-// scripts run on group g: code (for pttl, {pttl} reads as the TTL), and
-// when it is not 1 (or a TTL), records names[g.from+i-1] as lost.
+// verdict reads the {code, i} reply of a group's extend, release or pttl
+// script, recording names[g.from+i-1] as lost when there is an i.
 func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	vals, err := cmd.Slice()
 	if err != nil {
@@ -207,9 +200,8 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	return code, nil
 }
 
-// runGroups sends the first upto of cmds (one per group): one through the
-// batcher, several in one pipeline (a cluster splits it by node), again
-// with EVAL (source) for those that met NOSCRIPT.
+// runGroups sends the first upto of cmds: one through the batcher, several
+// in one pipeline, again with EVAL after NOSCRIPT.
 func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
 	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
@@ -239,9 +231,8 @@ func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any,
 	return replies
 }
 
-// combine folds the groups' verdicts into the lock's: the first "not
-// ours" wins over errors (the lock is lost whatever the others say),
-// then the first error, else done.
+// combine folds the groups' verdicts: the first "not ours" wins over errors
+// (the lock is lost whatever the others say), then the first error.
 func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	var firstErr error
 	for i, cmd := range cmds {
@@ -270,8 +261,7 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
-// releaseMulti deletes the names of ref's first upto groups that hold
-// ref.token, announcing each release; replies as release.
+// releaseMulti deletes the names of ref's first upto groups that hold ref.token.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
 	releases := m.releases
@@ -286,8 +276,8 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 	return reply, err
 }
 
-// pttlMulti returns the shortest lease left among the names of ref's
-// multi lock, or -2 (gone) / -3 (foreign) for the first name not ours.
+// pttlMulti returns the shortest lease among the names, or -2 / -3 for the
+// first name not ours.
 func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error) {
 	m := ref.multi
 	cmds := s.runGroups(ctx, multiPTTLSource, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
@@ -306,8 +296,7 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 	return shortest, nil
 }
 
-// abandonWithMulti is abandon when some refs are multi locks: those go one
-// by one (each its groups in one pipeline), the others through abandon.
+// abandonWithMulti is abandon when some refs are multi locks (one by one).
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
@@ -328,10 +317,9 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 	return replies, errs
 }
 
-// FenceOf returns the fencing token the lock took for name: each name's
-// for a Lock from AcquireMulti with WithFencing, Fence() for any other Lock
-// when name is its name. It reports false when name is not one of the
-// lock's names, without WithFencing, and on a nil Lock.
+// FenceOf returns the fencing token the lock took for name: a multi lock's
+// for each of its names, any other Lock's for its name. It reports false
+// for another name, without WithFencing, and on a nil Lock.
 func (l *Lock) FenceOf(name string) (int64, bool) {
 	if l == nil {
 		return 0, false
@@ -393,9 +381,8 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 	return true, 0, 0, nil
 }
 
-// prepareFor prepares the attempts' commands, under ref's token (read
-// when sent: every attempt has its own), and the lock's release; the
-// attempts are the only writers, before the Lock is handed out.
+// prepareFor prepares the attempts' commands, under ref's token (read when
+// sent: each attempt has its own), and the lock's release.
 func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
 	var extra [][]string
@@ -410,9 +397,8 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
 }
 
-// giveBack releases, token-checked, what ref's first upto groups took in
-// this attempt, detached from the caller, and waits for it, so that a
-// failed AcquireMulti returns with nothing held (else the janitor retries).
+// giveBack releases what ref's first upto groups took in this attempt and
+// waits, so a failed AcquireMulti returns with nothing held (or the janitor retries).
 func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	if upto == 0 {
 		return

@@ -76,14 +76,12 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 		return nil, err
 	}
 	q.defaultTimeout = nodeTimeout(o.ttl)
-	// notify nil: no single node's channel speaks for the quorum, so a
-	// waiter retries at its backoff or when a majority can be free.
+	// No announcements: no one node's channel speaks for the quorum.
 	return newClient(q, nil, nil, o, make(chan struct{})), nil
 }
 
-// nodeTimeout is how long a quorum waits for one node's answer on a lease
-// of ttl: a hung node costs the lease at most a twentieth of its validity,
-// yet a node on a loaded host or a distant network answers in time.
+// nodeTimeout: a hung node costs a lease at most a twentieth of its
+// validity, yet a node on a loaded host or a distant network answers in time.
 func nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/20, time.Millisecond)
 }
@@ -108,8 +106,8 @@ type QuorumError struct {
 	Agreed, Refused, Failed int
 	// Elapsed is how long the command took, up to the last answer waited for.
 	Elapsed time.Duration
-	// Validity is, for an acquisition a majority agreed to, what was left
-	// of the lease when the answers were in (zero or less: too late).
+	// Validity: for an acquisition a majority agreed to, the lease left
+	// when the answers were in (zero or less: too late).
 	Validity time.Duration
 	// Errors holds one error per failed node.
 	Errors []error
@@ -133,8 +131,7 @@ func (e *QuorumError) Error() string {
 // Unwrap returns the failed nodes' errors.
 func (e *QuorumError) Unwrap() []error { return e.Errors }
 
-// Is reports whether target is ErrNotAcquired and the acquisition failed
-// because nodes refused: another holder has the lock.
+// Is reports whether target is ErrNotAcquired and nodes refused an acquisition.
 func (e *QuorumError) Is(target error) bool {
 	return target == ErrNotAcquired && e.Op == "acquire" && e.Refused > 0
 }
@@ -156,8 +153,8 @@ type quorumNode struct {
 	label string // "node 2 (127.0.0.1:6380)", for errors
 }
 
-// attempt is one acquisition attempt, as seen by its node calls that
-// outlived their per-node timeout (stragglers). Guarded by quorumStore.mu.
+// attempt is an acquisition attempt as its node calls past their per-node
+// timeout (stragglers) see it; guarded by quorumStore.mu.
 type attempt struct {
 	token    string
 	decided  bool  // the attempt's outcome is known
@@ -176,10 +173,9 @@ type answer struct {
 }
 
 // ask sends call to every node at once (to those in only, when not nil),
-// and waits for each answer until timeout after sending, or ctx's end. A
-// node that has not answered by then gets an error saying so; its call
-// goes on (bounded by go-redis' timeouts), and late, if not nil, gets its
-// answer. It returns the answers (by node) and how many it gave up on.
+// and waits for each answer until timeout, or ctx's end; a node that has not
+// answered by then gets an error, and its call goes on, handing its answer
+// to late (if not nil). It returns the answers and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
 	asked, expected := q.asked(only)
 	answers := make([]answer, len(q.nodes))
@@ -195,9 +191,8 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	stopped := false // set when ask stops waiting; guarded by mu
 
 	deadline := time.Now().Add(timeout)
-	// The per-node deadline (honoured by go-redis with ContextTimeoutEnabled,
-	// and while dialing); cancelled when the last call returns, not when ask
-	// stops waiting, so that a late call can still finish.
+	// The per-node deadline, cancelled when the last call returns, not when
+	// ask stops waiting, so that a late call can still finish.
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	var running atomic.Int32
 	running.Store(int32(expected))
@@ -267,7 +262,7 @@ func (q *quorumStore) asked(only []int) (asked []bool, n int) {
 }
 
 // labelAnswers names the node in every error, gives the nodes that did not
-// answer in time an error saying so, and returns how many those are.
+// answer an error, and returns how many those are.
 func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, asked, got []bool, answers []answer) (abandoned int) {
 	for i := range q.nodes {
 		switch {
@@ -289,8 +284,8 @@ func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, a
 
 func (q *quorumStore) queues() bool { return false }
 
-// serves refuses every kind but the exclusive lock: the others would need
-// their scripts run on a majority, with a majority's verdict on their sets.
+// serves refuses the kinds but the exclusive lock: they would need a
+// majority's verdict on their sets.
 func (q *quorumStore) serves(k lockKind) error {
 	if k == exclusiveLock {
 		return nil
@@ -328,10 +323,9 @@ func (q *quorumStore) check(o *options) error {
 	return nil
 }
 
-// acquire makes one attempt on every node, and succeeds when a majority
-// took the lock within its validity. Otherwise it gives back what it took;
-// a refusal's error matches ErrNotAcquired, with the time until a majority
-// can be free as the holder's TTL, when a waiter retries.
+// acquire succeeds when a majority took the lock within its validity. Else
+// it gives back what it took; a refusal's error matches ErrNotAcquired, with
+// the time until a majority can be free as the holder's TTL.
 func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	key, token := ref.key, ref.token
 	start := time.Now()
@@ -377,9 +371,8 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 }
 
 // freeIn returns the time until a majority can be free: counting the nodes
-// we took (given back) and the failed ones as free, the k-th shortest TTL
-// among the refusing nodes, k being how many of them must still expire;
-// -1ms when one of those has no expiry.
+// we took and the failed ones as free, the k-th shortest TTL among the
+// refusing nodes (-1ms when that one has no expiry).
 func (q *quorumStore) freeIn(refusedTTLs []time.Duration, agreed, failed int) time.Duration {
 	forever := time.Duration(1<<63 - 1)
 	ttls := make([]time.Duration, len(refusedTTLs))
@@ -400,8 +393,8 @@ func (q *quorumStore) freeIn(refusedTTLs []time.Duration, agreed, failed int) ti
 	return ttls[k-1]
 }
 
-// decide records the outcome of an attempt for its stragglers, and returns
-// the nodes they took before it was known (to give back if it failed).
+// decide records an attempt's outcome for its stragglers, and returns the
+// nodes they took before it was known.
 func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -444,11 +437,10 @@ func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	}
 }
 
-// giveBack releases the keys a failed attempt took, detached from ctx's
-// cancellation (a failed attempt leaves nothing held), waiting for each
-// node at most timeout. Only on nodes that confirmed the take: a delete
-// sent to one that did not answer could land after the next attempt's SET
-// (same token) and remove a key that attempt counted; landed handles those.
+// giveBack releases, detached from ctx, the keys a failed attempt took on
+// nodes that confirmed it: a delete sent to one that did not answer could
+// land after the next attempt's SET (same token) and remove a key that
+// attempt counted; landed handles those.
 func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, token string, nodes []int) {
 	if len(nodes) == 0 {
 		return
@@ -459,10 +451,9 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 	}, nil)
 }
 
-// extend extends the lease on every node: done when a majority confirmed;
-// lost (replyForeign when a majority holds another token, else replyGone)
-// when too few still hold our token for a majority ever to confirm; else a
-// *QuorumError, which the watchdog retries until the safe deadline.
+// extend: done when a majority confirmed; lost (replyForeign when a majority
+// holds another token) when too few hold ours for a majority ever to
+// confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
 	start := time.Now()
 	answers, _ := q.ask(ctx, nodeTimeout(r.ttl), nil, func(ctx context.Context, n quorumNode) answer {
@@ -479,11 +470,9 @@ func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error
 	return 0, t.err("extend", start, t.done, t.notOurs())
 }
 
-// release deletes the key on every node where it holds our token, and
-// tells the attempt's late calls to give back what they take. replyDone
-// when a majority answered and none still holds our token; replyGone or
-// replyForeign when our token was on too few nodes for a majority even
-// counting the failed ones; else a *QuorumError (Release may be retried).
+// release deletes the key where it holds our token, and tells the attempt's
+// late calls to give back. replyDone when a majority answered and none holds
+// it; lost when too few held it for a majority; else a *QuorumError.
 func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	key, token := ref.key, ref.token
 	q.mu.Lock()
@@ -508,10 +497,9 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	return 0, t.err("release", start, t.done+t.notOurs(), 0)
 }
 
-// pttl returns the TTL a majority still guarantees (the Needed-th longest
-// among the nodes that hold our token); -2 or -3 (a majority holds another
-// token) when too few hold ours for a majority even counting the failed
-// ones; a *QuorumError when failures leave it undecided.
+// pttl returns the TTL a majority still guarantees (the Needed-th longest of
+// ours); -2 or -3 (a majority holds another token) when too few hold ours;
+// a *QuorumError when failures leave it undecided.
 func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	start := time.Now()
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
@@ -581,8 +569,7 @@ func (q *quorumStore) tally(answers []answer) tally {
 
 func (t tally) notOurs() int { return t.gone + t.foreign }
 
-// lostReply says how a lock that a majority no longer holds was lost:
-// taken when a majority holds another token, expired otherwise.
+// lostReply: taken when a majority holds another token, expired otherwise.
 func (t tally) lostReply(needed int) int64 {
 	if t.foreign >= needed {
 		return replyForeign
