@@ -13,9 +13,9 @@ import (
 )
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
-// goroutine that acquired it, and must not be copied. Release it when done:
-// a Lock that becomes unreachable while held (with its Context) is
-// released by the Client and logged at Error (see Client.dropped).
+// goroutine that acquired it, and must not be copied. Release it when
+// done: a Lock that becomes unreachable while held (with its Context) is
+// released by the Client and logged at Error.
 type Lock struct {
 	h *hold
 	// ctx is the context Context returned last, held weakly: a Lock must
@@ -24,9 +24,8 @@ type Lock struct {
 	ctx weak.Pointer[lockContext]
 }
 
-// hold is a held lock's state: what the Client's watchdog, alarms and
-// janitor reach. It never points back at its Lock, so that a Lock its
-// holder drops becomes unreachable (see Client.dropped).
+// hold is a held lock's state, what the Client's watchdog, alarms and
+// janitor reach; it never points back at its Lock (see Lock.dropped).
 type hold struct {
 	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
 	// before the Client's scheduler, alarms and janitor mutexes;
@@ -41,9 +40,8 @@ type hold struct {
 	fence      int64
 	acquiredAt time.Time
 
-	// extending serialises extensions (watchdog and Extend), so that the
-	// last confirmed is the last Redis ran. The watchdog only tries to take
-	// it; Extend waits on extendFreed (guarded by mu), made only when it must.
+	// extending serialises extensions, so that the last confirmed is the
+	// last Redis ran. Extend waits on extendFreed (guarded by mu), made only when it must.
 	extending   atomic.Bool
 	extendFreed chan struct{}
 
@@ -58,9 +56,8 @@ type hold struct {
 	// error matching ErrClosed); nil while held. Set once, by end.
 	ended     error
 	releasing int // releaseNone, releaseSending or releaseDone (see hold.release)
-	// The lock's context, made on first use (most holders never ask):
-	// parent gives its values; doneCause, once set, is the cause it is (or
-	// will be) cancelled with. It carries no Lock (see Lock.Context).
+	// The lock's context, made on first use; doneCause, once set, is the
+	// cause it is (or will be) cancelled with. It carries no Lock.
 	parent    context.Context
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
@@ -71,11 +68,9 @@ type hold struct {
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
 }
 
-// startLeased makes l the held lock, acquired with fence by a command sent
-// at sent, whose lease on the server lasts at least lease (at most the
-// TTL) from sent, taken at took (the hold counts from then: a hand-over's
-// lease is dated from an earlier attempt, see acquisition.handedOver).
-// When lease is shorter than the TTL, the watchdog extends it at once.
+// startLeased makes l the held lock, taken at took by a command sent at
+// sent, leased for at least lease (at most the TTL) from sent: a hand-over's
+// is dated from an earlier attempt; a shorter one is extended at once.
 func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
@@ -187,8 +182,7 @@ func (l *Lock) Context() context.Context {
 		cancel(errNilLock)
 		return ctx
 	}
-	// The hold's context, with the Lock as a value: the hold never
-	// points at the Lock. While a caller keeps it, every call returns it.
+	// The Lock is a value of its own context: the hold never points at it.
 	parent := l.h.context()
 	l.h.mu.Lock()
 	defer l.h.mu.Unlock()
@@ -216,9 +210,9 @@ func (l *hold) context() context.Context {
 }
 
 // TTL returns the lock's remaining lease on the server (for a Lock from
-// AcquireMulti, the shortest among its names). It returns
-// ErrNotHeld when the lock is no longer ours (nothing is sent if it was
-// released), or the Redis error. On a nil Lock it returns ErrNotHeld.
+// AcquireMulti, the shortest of its names'); ErrNotHeld when it is no
+// longer ours, also on a nil Lock (nothing is sent if it was released);
+// or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
@@ -245,9 +239,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(reply) * time.Millisecond, nil
 }
 
-// endedFor is notHeld for a caller: once it reports the hold ended, the
-// lock's context is done too (a loss is logged and observed before the
-// context is cancelled; the wait for it is bounded by ctx).
+// endedFor is notHeld for a caller: when the hold ended, it also waits
+// (within ctx) for the lock's context, cancelled after a loss is announced.
 func (l *hold) endedFor(ctx context.Context) error {
 	err := l.notHeld()
 	if err != nil {
@@ -259,8 +252,7 @@ func (l *hold) endedFor(ctx context.Context) error {
 	return err
 }
 
-// notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
-// ended (released, lost or closed), and nil before.
+// notHeld returns ErrNotHeld, wrapped with why, once the hold has ended.
 func (l *hold) notHeld() error {
 	l.mu.Lock()
 	cause := l.ended

@@ -14,35 +14,30 @@ import (
 type store interface {
 	// check rejects settings this store cannot honour.
 	check(o *options) error
-	// acquire makes one attempt under ref.token. holderTTL is the holder's
-	// remaining TTL (0 when unknown) when the lock is someone else's.
+	// acquire makes one attempt under ref.token; holderTTL: the holder's
+	// TTL left (0: unknown) when the lock is someone else's.
 	acquire(ctx context.Context, o *options, ref *lockRef) (acquired bool, fence int64, holderTTL time.Duration, err error)
-	// extend resets the lease; the reply is replyDone, replyGone or
-	// replyForeign, and err is set when that could not be established.
+	// extend resets the lease: replyDone, replyGone or replyForeign.
 	extend(ctx context.Context, r extendRequest) (reply int64, err error)
 	// release deletes the key if it holds ref.token; replies as extend.
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
 	// abandon gives back each ref's token: a token-checked release that
-	// also takes the token out of the lock's queue and passes on a lock
-	// handed to it (see janitor). One reply or error per ref, as release.
+	// also leaves the queue and passes on a lock handed to it (see janitor).
 	abandon(ctx context.Context, refs []*lockRef) (replies []int64, errs []error)
 	// pttl returns ref's lease left in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, ref *lockRef) (int64, error)
-	// inspect reads the lock at key in one round trip (see
-	// lua/state.lua); a quorum reads every node and fills Info.Nodes.
+	// inspect reads the lock at key (lua/state.lua); a quorum every node.
 	inspect(ctx context.Context, key string) (Info, error)
 	// breakLock ends the lock at key whatever its token, as a release would
 	// (lua/break.lua), returning what it held and whether a waiter got it.
 	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
 	// serves refuses the kinds this store cannot hold, saying why.
 	serves(k lockKind) error
-	// idle returns a channel closed once none of the store's commands is
-	// under way (Client.Close waits for it); nil: nothing to wait for.
+	// idle: closed once none of the store's commands is under way (nil: none can be).
 	idle() <-chan struct{}
 	// slotted tells whether keys are spread over nodes by hash slot.
 	slotted() bool
-	// queues tells whether waiters queue on the server, where a release
-	// hands the lock to the first (lua/release.lua), under one token each.
+	// queues: waiters queue on the server (lua/release.lua), one token each.
 	queues() bool
 }
 
@@ -59,8 +54,7 @@ type lockRef struct {
 	token     string // the key's value: the random token, then any metadata (see valueOf)
 	keyArg    any    // key, boxed once
 	ttlArg    any    // the TTL in milliseconds, boxed once per options
-	// multi: a lock of several names (see multi.go), whose commands are
-	// built from it; key is its first name's. nil for every other lock.
+	// multi: a lock of several names (see multi.go); key is its first's.
 	multi  *multiRef
 	fenced bool
 	// kind picks the scripts (see lockKind); extraKey and arg are what it
@@ -69,8 +63,7 @@ type lockRef struct {
 	kind     lockKind
 	extraKey string
 	arg      int64
-	// waiting: the caller waits, so a refused attempt keeps its place in
-	// the lock's queue, and a release may hand the lock to it.
+	// waiting: a refused attempt keeps its place in the queue.
 	waiting bool
 	// attempted: an attempt was sent; later ones run the script. (With
 	// the other flags: a Lock over 696 bytes would cost 64 more per
@@ -89,16 +82,13 @@ type lockRef struct {
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
 const (
-	// queueHold is how long a waiter's place in the queue lasts after its
-	// last attempt; a waiter that is gone (crashed, gave up without being
-	// heard) drops out after it.
+	// queueHold: how long a waiter's place lasts after its last attempt, so
+	// that a waiter gone unheard (crashed) drops out.
 	queueHold = 1500 * time.Millisecond
-	// queueRefresh is how often a queued waiter comes back to Redis when
-	// nothing else wakes it, which keeps its place.
+	// queueRefresh: how often a queued waiter that nothing wakes comes back.
 	queueRefresh = queueHold / 3
-	// handoffClaim is how long a lock handed to a waiter is held for it (at
-	// most the releaser's TTL): the waiter takes or claims it; if it is
-	// gone, the lock is free again after that.
+	// handoffClaim: how long a lock handed to a waiter is kept for it (at
+	// most the releaser's TTL), the waiter gone or not.
 	handoffClaim = time.Second
 )
 
@@ -107,8 +97,7 @@ var (
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
 
-// init sets the lock's keys from names (see lockKeys); the kind's layout
-// (see Client.take) adds what it needs, and commands then builds them.
+// init sets the lock's keys from names (see lockKeys); the kind's layout adds its own.
 func (r *lockRef) init(names string, keyLen int, o *options) {
 	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
 	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
@@ -120,8 +109,7 @@ func (r *lockRef) init(names string, keyLen int, o *options) {
 	}
 }
 
-// commands builds the lock's prepared commands once its keys are laid out;
-// publish is the release script's announcement command.
+// commands builds the prepared commands; publish: the release's announcement.
 func (r *lockRef) commands(o *options, publish any) {
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	claim := handoffClaimMs
@@ -138,8 +126,7 @@ func (r *lockRef) commands(o *options, publish any) {
 	}
 }
 
-// scriptsOf are the acquire and release scripts of a lock of one key, by
-// kind, and their SHA1s boxed once for the prepared commands.
+// scriptsOf: the scripts of a one-key lock by kind, and their SHA1s boxed once.
 var scriptsOf = [...]struct {
 	acquireSource, releaseSource string
 	acquireSHA, releaseSHA       any
@@ -154,10 +141,9 @@ func (r *lockRef) releaseSource() string { return scriptsOf[r.kind].releaseSourc
 
 func (r *lockRef) acquireSource() string { return scriptsOf[r.kind].acquireSource }
 
-// acquireCommand returns the EVALSHA of the acquire script for the next
-// attempt of a lock of one key: with the fence counter when fenced, and,
-// for an exclusive lock, with the queue's keys when the caller waits and
-// queue is set (a shared or semaphore script always has them).
+// acquireCommand returns the next attempt's EVALSHA: with the fence counter
+// when fenced, and the queue's keys when the caller waits (for an exclusive
+// lock only when queue is set).
 func (r *lockRef) acquireCommand(queue bool) []any {
 	if r.acquireArgs == nil {
 		// Not in the lock itself: an uncontended plain lock never needs it.

@@ -15,18 +15,15 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// waitRooms are a Client's waiting rooms: the callers that wait for one
-// key, of any kind, share its room and its subscription (see notifier). A
-// plain release wakes everyone in it; a hand-over only the caller seated
-// with its ticket. Exclusive and multi callers wait in line for the room's
-// turn, and only its holder asks Redis; shared and semaphore waiters each
-// queue on the server instead.
+// waitRooms are a Client's waiting rooms: the callers waiting for one key,
+// of any kind, share its room and subscription (see notifier). Exclusive
+// and multi callers wait in line for its turn, and only the turn's holder
+// asks Redis; shared and semaphore waiters each queue on the server.
 type waitRooms struct {
 	notifier *notifier
 	alarms   *alarms // the Client's: they close the rooms left idle
-	// tag begins this Client's waiters' tokens (see waiterToken), so that a
-	// release handing one the lock announces it on handoverChannel(key,
-	// tag), which only this Client hears; "" without a notifier.
+	// tag begins this Client's waiters' tokens (see waiterToken): a release
+	// hands over on handoverChannel(key, tag), which only we hear.
 	tag string
 
 	mu    sync.Mutex
@@ -44,12 +41,11 @@ type waitRoom struct {
 	linger     alarm
 	lingerRing idleRoomRing
 	// seenHeld: the turn holder found the lock held, or holds it: callers
-	// in line who give up report ErrNotAcquired. Cleared when idle.
+	// in line who give up report ErrNotAcquired.
 	seenHeld atomic.Bool
 
 	mu sync.Mutex // guards gen and seats; the notifier delivers under it
-	// gen is closed, and replaced, at every plain announcement: whoever
-	// took it before looking at the lock is woken.
+	// gen is closed, and replaced, at every plain announcement.
 	gen   chan struct{}
 	seats map[string]*seat // by ticket (see handoffTicket)
 }
@@ -57,22 +53,20 @@ type waitRoom struct {
 // seat is where a hand-over to a caller's ticket finds it.
 type seat struct {
 	woken chan struct{} // buffered: a hand-over to it was announced
-	// handed: the lease the last announced hand-over gave (0: none), which
-	// the caller may take without a claim (see acquisition.handedOver).
+	// handed: the lease the last hand-over announced (0: none).
 	handed time.Duration
 }
 
 // queuedWaiter is a goroutine in line for a room's turn.
 type queuedWaiter struct {
 	turn chan struct{} // closed to hand over the turn
-	// ref: the waiter's lock, whose first attempt a releaser may send behind
-	// its release (nil: not); early: that attempt, set before turn closes.
+	// ref: the waiter's lock, whose first attempt a releaser may send
+	// (nil: not); early: that attempt, set before turn closes.
 	ref   *lockRef
 	early *earlyAttempt
 }
 
-// earlyAttempt is an acquire attempt sent for a waiter by the releaser
-// that handed it the turn, in the same round trip as the release.
+// earlyAttempt is an attempt sent for a waiter by its releaser, behind the release.
 type earlyAttempt struct {
 	sent  time.Time // before the command left: the lease began later
 	reply *redis.Cmd
@@ -108,10 +102,9 @@ func (r *waitRoom) wakeup() <-chan struct{} {
 	return r.gen
 }
 
-// wants delivers an announcement and tells whether it woke anyone: a plain
-// release wakes everyone, a hand-over ("g:" ticket "/" lease in ms, see
-// lua/handover.lua) only the caller seated with its ticket. One without the
-// lease (an older release, a shared waiter let in) is claimed.
+// wants delivers an announcement: a plain release wakes everyone; a
+// hand-over ("g:" ticket "/" lease in ms, see lua/handover.lua) the caller
+// seated with its ticket, who claims it when no lease is given.
 func (r *waitRoom) wants(payload string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -142,8 +135,7 @@ func (r *waitRoom) wants(payload string) bool {
 // maxLeaseMs bounds an announced lease (ms) to what a time.Duration holds.
 const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 
-// takeHandover returns the lease of the hand-over to ticket announced
-// since the last call, if any.
+// takeHandover takes the lease of a hand-over to ticket announced since the last call.
 func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -156,8 +148,7 @@ func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	return lease, true
 }
 
-// newWaitRooms returns the rooms of a Client; rdb nil means no release
-// announcements to listen to (waiters poll).
+// newWaitRooms returns a Client's rooms; rdb nil: no announcements (waiters poll).
 func newWaitRooms(rdb redis.UniversalClient, as *alarms) *waitRooms {
 	w := &waitRooms{rooms: map[string]*waitRoom{}, alarms: as}
 	if rdb != nil {
@@ -167,20 +158,17 @@ func newWaitRooms(rdb redis.UniversalClient, as *alarms) *waitRooms {
 	return w
 }
 
-// errPatience: a caller waiting in line spent its strategy's waits;
-// errSeenHeld joins the error of a caller that gave up in line after the
-// turn holder saw the lock held.
+// errPatience: a caller in line spent its strategy's waits; errSeenHeld:
+// it gave up in line after the turn holder saw the lock held.
 var (
 	errPatience = errors.New("retry strategy spent while waiting in line")
 	errSeenHeld = errors.New("seen held by the caller ahead in line")
 )
 
 // enter returns key's room, with its turn held by the caller when turn is
-// set, waiting in line (counted against p) while another goroutine of this
-// Client holds it; then also the attempt a releaser made for it (for ref,
-// when not nil). It fails with ctx's error, errPatience, or errClosing; if
-// the turn came as it gave up, it returns the room (and any early attempt)
-// with the error: the caller cleans up and leaves the room.
+// set, waiting in line (counted against p) behind other goroutines of this
+// Client; then also the attempt a releaser made for ref, if any. If the
+// turn came as it gave up, it returns the room and attempt with the error.
 func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
@@ -208,9 +196,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 		}
 		return nil, nil, err
 	} else {
-		// The turn is being handed to us as we give up. A releaser may
-		// be sending an attempt for us: wait for it (one round trip),
-		// so that the caller can undo it.
+		// The turn is being handed to us as we give up: wait for the attempt
+		// a releaser may be sending for us, so that the caller can undo it.
 		<-me.turn
 		return room, me.early, err
 	}
@@ -246,8 +233,8 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 	}
 }
 
-// dropOut takes me out of room's line, telling whether the turn holder saw
-// the lock held; out is false when the turn is being handed to me.
+// dropOut takes me out of line, telling whether the turn holder saw the lock
+// held; out is false when the turn is being handed to me.
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -261,9 +248,8 @@ func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out boo
 	return false, false
 }
 
-// takeNext hands room's turn, held by the caller, to the next in line if
-// it accepts an early attempt, and returns it (nil: the caller leaves as
-// usual); the caller sets its early attempt, then closes its turn.
+// takeNext hands room's turn to the next in line if it accepts an early
+// attempt, and returns it; the caller sets the attempt, then closes its turn.
 func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -276,13 +262,10 @@ func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	return next
 }
 
-// roomLinger is how long a room that nobody uses keeps its subscription,
-// so that a lock taken again and again from this Client does not
-// subscribe and unsubscribe each time.
+// roomLinger: a lock taken again and again does not subscribe every time.
 const roomLinger = 100 * time.Millisecond
 
-// leave takes a caller out of the room; with turn, its turn goes to the
-// next in line. A room left idle closes after roomLinger.
+// leave takes a caller out; with turn, the turn goes to the next in line.
 func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -323,8 +306,7 @@ func (w *waitRooms) closeIdle(room *waitRoom) {
 	}
 }
 
-// hearing tells whether the room's subscription is confirmed: a release
-// announced from now on will be heard.
+// hearing tells whether the room's subscription is confirmed.
 func (w *waitRooms) hearing(room *waitRoom) bool {
 	w.mu.Lock()
 	sub := room.sub
@@ -340,9 +322,8 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 	}
 }
 
-// listen makes sure the room hears release announcements, and waits (at
-// most within) until the server confirmed the subscription: before that a
-// release can go unheard, so the caller tries again at once afterwards.
+// listen subscribes the room, and waits (at most within) for the server's
+// confirmation: before it a release can go unheard, so the caller retries.
 func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration, closing <-chan struct{}) {
 	if w.notifier == nil {
 		return
@@ -350,8 +331,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	w.mu.Lock()
 	sub := room.sub
 	if sub == nil {
-		// The lock's channel for plain releases, and ours for a hand-over,
-		// whose confirmation makes the subscription ready.
+		// The lock's channel, and ours for hand-overs: its confirmation makes the sub ready.
 		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 		room.sub = sub
 	}
@@ -366,8 +346,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	}
 }
 
-// close closes every room (Client.Close, once no caller waits): the
-// linger timers stop and the subscriptions end, waited for within ctx.
+// close closes every room (Client.Close), waiting within ctx for the subscriptions.
 func (w *waitRooms) close(ctx context.Context) {
 	w.mu.Lock()
 	var subs []*subscription
