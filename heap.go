@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// timeHeap is a min-heap of items by time, each keeping its index (-1: not
-// in it; see when and slot), so that it can be moved or removed in
-// O(log n). Its owner's mutex guards it.
+// timeHeap is a min-heap by time whose items keep their index (-1: out; see
+// slot), so that one can be moved or removed in O(log n).
 type timeHeap[T any] struct {
 	items []T
 	when  func(T) time.Time
@@ -76,20 +75,17 @@ type timedQueue[T any] struct {
 	items timeHeap[T]
 	timer lazyTimer
 	busy  bool // a round is running: it sets the timer when done
-	// slack is how early an item may join a round (nil: not early);
-	// run runs one round; beforeRounds and idle, when set, run with mu
-	// held when rounds begin and when the queue is left empty.
+	// slack: how early an item may join a round; beforeRounds and idle run
+	// with mu held as rounds begin and when the queue empties.
 	slack        func(T) time.Duration
 	run          func(due []T)
 	beforeRounds func(now time.Time)
 	idle         func()
-	// also, when not zero, is another time the timer must fire at (the
-	// watchdog's restart watch, see scheduler).
+	// also: another time to fire at (the restart watch, see scheduler).
 	also time.Time
 }
 
-// init sets the queue up: when and slot say where an item keeps its time
-// and its place (see timeHeap); rounds run while bg lets new work start.
+// init sets the queue up; rounds run while bg lets new work start.
 func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
 	q.items.when, q.items.slot, q.run = when, slot, run
 	q.timer.fire = func() {
@@ -108,8 +104,7 @@ func (q *timedQueue[T]) setLocked(x T) {
 func (q *timedQueue[T]) removeLocked(x T) {
 	q.items.remove(x)
 	if q.items.Len() == 0 && !q.busy {
-		// Nothing left: a set timer would keep the Client alive until
-		// it fires (see lazyTimer.stop).
+		// A set timer would keep the Client alive until it fires.
 		q.timer.stop()
 		if q.idle != nil {
 			q.idle()
@@ -117,8 +112,7 @@ func (q *timedQueue[T]) removeLocked(x T) {
 	}
 }
 
-// armLocked sets the timer for the earliest item (or also), unless a
-// round is running: it sets the timer when done.
+// armLocked sets the timer for the earliest item (or also), unless a round runs.
 func (q *timedQueue[T]) armLocked() {
 	if q.busy {
 		return
@@ -132,13 +126,11 @@ func (q *timedQueue[T]) armLocked() {
 	}
 }
 
-// fire runs on the timer's goroutine: the rounds of what is due, then the
-// timer for the next.
+// fire runs the rounds of what is due, then sets the timer for the next.
 func (q *timedQueue[T]) fire() {
 	q.mu.Lock()
 	if q.busy {
-		// An arm raced a firing that is already running: it will set
-		// the timer when done.
+		// An arm raced a running firing, which sets the timer when done.
 		q.mu.Unlock()
 		return
 	}

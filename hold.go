@@ -43,8 +43,7 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 }
 
 // lose ends the hold by a loss, unless it ended before (a loss found after
-// a Release is the release's to report), and hands the turn to this
-// Client's next waiter.
+// a Release is the release's to report), and hands the turn on.
 func (l *hold) lose(reason LostReason, cause error) {
 	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 	if room, ok := l.end(lost); ok && room != nil {
@@ -52,8 +51,7 @@ func (l *hold) lose(reason LostReason, cause error) {
 	}
 }
 
-// cancelLocked cancels the lock's context (now, or when it is made) with
-// cause, unless it was cancelled before: the first cause stays.
+// cancelLocked cancels the lock's context (now, or when made); the first cause stays.
 func (l *hold) cancelLocked(cause error) {
 	if l.doneCause == nil {
 		l.doneCause = cause
@@ -63,9 +61,8 @@ func (l *hold) cancelLocked(cause error) {
 	}
 }
 
-// onSafeDeadline runs when the lock's alarm rings (on a goroutine of its
-// own, see alarms), independent of any Redis call under way, so that a
-// stalled connection cannot delay the loss signal.
+// onSafeDeadline runs on the alarm's own goroutine, apart from any Redis
+// call under way, so that a stalled connection cannot delay the loss.
 func (l *hold) onSafeDeadline() {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -86,13 +83,11 @@ func (l *hold) onSafeDeadline() {
 	l.lose(reason, lastErr)
 }
 
-// onMaxHold ends the hold at its maximum, unless it ended first (a Release
-// racing the timer is a release, not a loss).
+// onMaxHold: a Release racing the timer is a release, not a loss.
 func (l *hold) onMaxHold() { l.lose(MaxHoldReached, nil) }
 
-// announceLoss logs the loss and reports it to the Observer. A lease that
-// ran out with the watchdog off is what the user chose: Info. Every other
-// loss is one the user did not plan: Error.
+// announceLoss logs and observes a loss: at Info when the lease ran out
+// with the watchdog off (the user's choice), else at Error.
 func (l *hold) announceLoss(lost *LostError) {
 	level := slog.LevelError
 	if lost.Reason == Expired && !l.opts.watchdog {
@@ -144,8 +139,7 @@ func (l *Lock) dropped() {
 	}
 }
 
-// callerPC returns the program counter of the caller skip frames above
-// callerPC's caller: where a lock is acquired, for dropped.
+// callerPC returns the program counter skip frames above callerPC's caller.
 func callerPC(skip int) uintptr {
 	var pc [1]uintptr
 	runtime.Callers(skip+2, pc[:])

@@ -24,10 +24,9 @@ type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
 	// uncertain: an attempt whose command may yet reach Redis, even after a
-	// partition longer than its lease (what was sent before arrives when it
-	// heals), and take the key. It is done once a release deleted the key;
-	// until Redis answers it has no end (see janitorMaxPartition), and from
-	// the first answer on it lasts a lease more.
+	// partition longer than its lease, and take the key: done once a release
+	// deleted the key; endless until Redis answers (see janitorMaxPartition),
+	// then a lease more.
 	uncertain bool
 	lease     time.Duration
 	answered  bool
@@ -36,16 +35,14 @@ type cleanup struct {
 	index     int
 }
 
-// Janitor backoff: the first retry after janitorFirstRetry, doubling up
-// to janitorMaxRetry, each round bounded by janitorRoundTimeout.
+// Janitor backoff: from janitorFirstRetry, doubling up to janitorMaxRetry.
 const (
 	janitorFirstRetry   = 10 * time.Millisecond
 	janitorMaxRetry     = 250 * time.Millisecond
 	janitorRoundTimeout = time.Second
-	// janitorMaxPartition bounds how long an uncertain clean-up waits for
-	// Redis to answer at all: about how long Linux retransmits a segment
-	// before it drops the connection (tcp_retries2 = 15, 924.6 s), after
-	// which nothing sent before the partition can arrive.
+	// janitorMaxPartition: about how long Linux retransmits a segment before
+	// it drops the connection (tcp_retries2 = 15, 924.6 s); nothing sent
+	// before a partition can arrive later.
 	janitorMaxPartition = 15*time.Minute + 25*time.Second
 )
 
@@ -55,16 +52,14 @@ func newJanitor(s store, bg *background) *janitor {
 	return j
 }
 
-// add gives ref's token back in the background until until: a token whose
-// last command's reply was read, so nothing of it can still land.
+// add gives back a token whose last reply was read (nothing can still land), until until.
 func (j *janitor) add(ref *lockRef, until time.Time) {
 	if until.After(time.Now()) {
 		j.push(&cleanup{ref: ref, until: until})
 	}
 }
 
-// addUncertain gives back the key an acquire attempt without an answer may
-// take under ref's token, whenever it lands (see cleanup.uncertain).
+// addUncertain gives back what an attempt without an answer may take (see cleanup.uncertain).
 func (j *janitor) addUncertain(ref *lockRef, lease time.Duration) {
 	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease})
 }
@@ -97,8 +92,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	for i, c := range batch {
 		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone)
 		if errs[i] == nil && c.uncertain && !c.answered {
-			// Redis answers again: an attempt still on its way lands now,
-			// its lease ending a lease from now at the latest. Look again soon.
+			// Redis answers: an attempt on its way lands now, so a lease more.
 			c.answered, c.tries = true, 0
 			c.until = now.Add(c.lease)
 		}
@@ -111,8 +105,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	}
 }
 
-// flush sends one last round of everything pending, bounded by ctx, and
-// closes the janitor (Client.Close).
+// flush sends one last round of everything pending and closes the janitor.
 func (j *janitor) flush(ctx context.Context) {
 	j.mu.Lock()
 	batch := j.takeDueLocked(time.Now().Add(time.Hour * 24 * 365))
@@ -123,16 +116,14 @@ func (j *janitor) flush(ctx context.Context) {
 	}
 }
 
-// leaveWait bounds how long a waiter that gives up waits for its place in
-// the lock's queue to be taken out (see Client.leave).
+// leaveWait bounds how long a waiter that gives up waits for Client.leave.
 const leaveWait = 250 * time.Millisecond
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, before the waiter returns: a later release
-// cannot hand it the lock, which nobody would then hold until the
-// hand-over lapsed. On a goroutine of its own (go-redis may not honour a
-// deadline while it reads), waited for at most leaveWait; the janitor
-// retries a failure until the place lapses.
+// handed to it meanwhile, before the waiter returns: a later release cannot
+// hand it the lock, held then by nobody until the hand-over lapsed. It runs
+// on a goroutine of its own (go-redis may not honour a deadline while it
+// reads), waited for at most leaveWait; the janitor retries a failure.
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses

@@ -20,13 +20,12 @@ type notifier struct {
 	sharded bool
 
 	mu sync.Mutex // never held across I/O
-	// subs: the subscriptions to each channel; rooms of one key may share
-	// one (an Acquire and an AcquireMulti waiter's): each is woken.
+	// subs: the subscriptions to each channel, which rooms of one key may share.
 	subs      map[string][]*subscription
 	confirmed map[string]bool // by the server, on the shared connection (not sharded)
 
-	// pending counts the reconcile and closing goroutines under way; idle,
-	// when not nil, closes when it drops to 0 (see wait). Guarded by mu.
+	// pending counts the reconcile and closing goroutines; idle, when not
+	// nil, closes when it drops to 0 (see wait). Guarded by mu.
 	pending int
 	idle    chan struct{}
 
@@ -36,8 +35,7 @@ type notifier struct {
 	have    map[string]bool // channels asked for on pubsub; guarded by io
 }
 
-// subscription is a room's: the lock's channel and, for a room whose
-// waiters queue, this Client's hand-over channel (see handoverChannel).
+// subscription is a room's: the lock's channel, and this Client's hand-over channel.
 type subscription struct {
 	channels []string
 	room     *waitRoom     // woken by the channels' announcements
@@ -55,8 +53,8 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 		confirmed: map[string]bool{}, have: map[string]bool{}}
 }
 
-// subscribe records room's interest in channels and returns at once; the
-// subscription's ready is closed once the server confirmed them all.
+// subscribe records room's interest and returns at once; ready closes once
+// the server confirmed every channel.
 func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	sub := &subscription{channels: channels, room: room, ready: make(chan struct{}), confirmed: make([]bool, len(channels))}
 	n.mu.Lock()
@@ -79,8 +77,7 @@ func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	return sub
 }
 
-// unsubscribe drops sub; it returns at once, its connection (sharded) or
-// its channels nobody else listens to are closed in the background.
+// unsubscribe drops sub at once; the connection or channels close in the background.
 func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	sub.gone = true
@@ -114,8 +111,7 @@ func (n *notifier) done() {
 	}
 }
 
-// reconcile brings the shared connection's channels in line with what the
-// subscriptions want, and closes it when none is left.
+// reconcile brings the shared connection in line with the subscriptions.
 func (n *notifier) reconcile() {
 	defer n.done()
 	n.io.Lock()
@@ -163,8 +159,7 @@ func (n *notifier) reconcile() {
 	}
 }
 
-// wait waits, within ctx, until the goroutines of reconcile and of closing
-// sharded subscriptions are done.
+// wait waits, within ctx, for the reconcile and closing goroutines.
 func (n *notifier) wait(ctx context.Context) {
 	n.mu.Lock()
 	if n.pending == 0 {
@@ -182,8 +177,7 @@ func (n *notifier) wait(ctx context.Context) {
 	}
 }
 
-// read dispatches messages until its pub/sub is closed; a sharded
-// subscription's reader first subscribes its channels.
+// read dispatches messages until ps is closed (a sharded one subscribes first).
 func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) {
 	defer close(done)
 	ctx := context.Background()
@@ -236,8 +230,7 @@ func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
 	}
 }
 
-// confirm marks channel confirmed for sub, and sub ready once all its
-// channels are; notifier.mu is held.
+// confirm marks channel confirmed for sub, and sub ready once all are; n.mu is held.
 func (sub *subscription) confirm(channel string) {
 	all := true
 	for i, c := range sub.channels {

@@ -45,8 +45,7 @@ const (
 	watchLinger = 100 * time.Millisecond
 	watchTick   = 50 * time.Millisecond
 	// A Client joins after holding locks for watchDelay: most locks are
-	// released sooner and open no connection; a restart in a lock's first
-	// watchDelay is still heard at its next extension.
+	// released sooner, and a restart that early is heard at the next extension.
 	watchDelay = 50 * time.Millisecond
 	// watchChannel follows the key prefix, so an ACL granting the lock
 	// channels (&lock:*) grants it too.
@@ -164,8 +163,7 @@ func (w *restartWatch) serverBack() {
 	}
 }
 
-// exit closes the watch when forced (its client closed) or when it has had
-// no member for watchLinger, and reports whether it did.
+// exit closes the watch when forced (its client closed) or idle for watchLinger.
 func (w *restartWatch) exit(force bool) bool {
 	watches.Lock()
 	defer watches.Unlock()
@@ -178,8 +176,7 @@ func (w *restartWatch) exit(force bool) bool {
 	return true
 }
 
-// closeLocked marks w closed and takes it out of the registry, with
-// watches and w.mu held.
+// closeLocked takes w out of the registry; watches and w.mu are held.
 func (w *restartWatch) closeLocked() {
 	w.done = true
 	w.members = nil
@@ -188,9 +185,8 @@ func (w *restartWatch) closeLocked() {
 	}
 }
 
-// closeIfIdle closes w at once when it has no member (Client.Close: a
-// closed Client leaves no goroutine behind), and returns a channel closed
-// when its goroutine has returned; nil when w stays open or was refused.
+// closeIfIdle closes w at once when it has no member (a closed Client leaves
+// no goroutine), returning a channel closed when its goroutine returned.
 func (w *restartWatch) closeIfIdle() <-chan struct{} {
 	watches.Lock()
 	w.mu.Lock()
@@ -209,8 +205,7 @@ func (w *restartWatch) closeIfIdle() <-chan struct{} {
 	return w.exited
 }
 
-// refusal reports whether err is the server refusing the subscription
-// (an ACL without the channel or the command), which retrying cannot mend.
+// refusal: the server refused the subscription (an ACL), which retrying cannot mend.
 func refusal(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {

@@ -9,24 +9,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scheduler is the watchdog: one per Client, it extends every lock the
-// Client holds, in the rounds of its timedQueue, each lock due within a
-// quarter of its interval (extending a little early is harmless) in one
-// pipeline per round trip. It never signals a loss by timing alone: safe
-// deadlines ring on alarms of their own, so a batch stuck on a stalled
-// connection delays no loss signal.
+// scheduler is the watchdog: one per Client, it extends the Client's locks
+// in the rounds of its timedQueue, a lock joining a round a quarter of its
+// interval early (harmless), one pipeline per round trip. It never signals
+// a loss by timing: safe deadlines ring on alarms of their own, so a batch
+// stuck on a stalled connection delays no loss signal.
 type scheduler struct {
 	store store
 	// timedQueue: the held locks by next extension; its mu guards the scheduler.
 	timedQueue[*hold]
-	// watchRDB: the go-redis client whose restart watch the scheduler joins
-	// while it holds locks (nil: none); watch: the one it joined.
+	// watchRDB: the go-redis client whose restart watch it joins while it
+	// holds locks (nil: none); watch: the one it joined.
 	watchRDB  redis.UniversalClient
 	watchOpts *options
 	watch     *restartWatch
 	watching  bool // a member of watch, since locks were held for watchDelay (timedQueue.also)
-	// failing: the last batch had an extension that could not reach Redis:
-	// the first that reaches it again has every lock checked (see noteReachability).
+	// failing: the last batch could not reach Redis (see noteReachability).
 	failing bool
 }
 
@@ -60,8 +58,7 @@ func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 	s.setLocked(l)
 }
 
-// joinWatchLocked makes the scheduler a member of its restart watch (see
-// restartWatch) once locks have been held for watchDelay, unless it is one.
+// joinWatchLocked joins the restart watch once locks have been held for watchDelay.
 func (s *scheduler) joinWatchLocked(now time.Time) {
 	if s.watching || s.also.IsZero() || now.Before(s.also) {
 		return
@@ -81,8 +78,7 @@ func (s *scheduler) leaveWatchLocked() {
 	}
 }
 
-// unwatch takes l out for good. An extension of l already under way is not
-// interrupted: wait for it by taking the extension slot.
+// unwatch takes l out for good; an extension under way is not interrupted.
 func (s *scheduler) unwatch(l *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,9 +86,8 @@ func (s *scheduler) unwatch(l *hold) {
 	s.removeLocked(l)
 }
 
-// close stops the timer for good (Client.Close), and closes the restart
-// watch if no other Client uses it: the returned channel (nil if none) is
-// closed once its goroutine has returned.
+// close stops the timer for good, and closes the restart watch if no other
+// Client uses it, returning a channel closed once its goroutine returned.
 func (s *scheduler) close() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,16 +105,14 @@ type extendRequest struct {
 	token string
 	ttl   time.Duration
 	kind  lockKind
-	// extraKey is a shared hold's set of holders, or a semaphore's limit
-	// key; multi is a multi lock's names (nil for any other).
+	// extraKey: a shared hold's set or a semaphore's limit key; multi: a multi lock's.
 	extraKey string
 	multi    *multiRef
 	reply    int64 // filled in by the store
 	err      error
 }
 
-// batchExtender is implemented by stores that can extend many locks in one
-// round trip. Stores without it get the extensions concurrently.
+// batchExtender extends many locks in one round trip (without it: concurrently).
 type batchExtender interface {
 	extendBatch(ctx context.Context, reqs []extendRequest)
 }
@@ -153,9 +146,8 @@ func (s *scheduler) extend(batch []*hold) {
 		}
 		l.mu.Unlock()
 	}
-	// Bound the round trip by the earliest lease in it: an answer after
-	// that comes too late to matter. (go-redis honours this only with
-	// ContextTimeoutEnabled; the loss is signalled on time regardless.)
+	// Bound the round trip by the earliest lease in it: a later answer is
+	// too late to matter (the loss is signalled on time regardless).
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	sent := time.Now()
 	if b, ok := s.store.(batchExtender); ok {
@@ -181,14 +173,12 @@ func (s *scheduler) extend(batch []*hold) {
 			continue
 		}
 		if l.notHeld() == nil && !l.pastSafeDeadline() {
-			// (Past it, as after a pause, the alarm reports the loss
-			// at once: no retry to announce.)
+			// (Past it, as after a pause, the alarm reports the loss at once.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}
-		// Three more tries within what is left of the lease, at most a
-		// third of the interval apart: a lock taken from a hand-over
-		// holds only the hand-over's lease until its first extension.
+		// Three more tries in what is left of the lease, a third of the
+		// interval apart at most: a hand-over's lease may be short.
 		l.mu.Lock()
 		left := time.Until(l.safeDeadline)
 		l.mu.Unlock()
@@ -197,11 +187,9 @@ func (s *scheduler) extend(batch []*hold) {
 	}
 }
 
-// noteReachability has every held lock checked at once, not at its next
-// extension, when a batch shows that the server restarted, failed over or
-// lost data: a key found gone (no persistence, eviction, FLUSHALL: the
-// other locks are likely gone too), or Redis answering after a batch that
-// could not reach it.
+// noteReachability has every held lock checked at once when a batch shows
+// that the server restarted, failed over or lost data: a key found gone (the
+// other locks likely are too), or Redis answering after a failed batch.
 func (s *scheduler) noteReachability(reqs []extendRequest) {
 	failed, gone := false, false
 	for _, r := range reqs {
