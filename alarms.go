@@ -22,8 +22,7 @@ type alarm struct {
 	index int // in the heap; -1 when not in it
 }
 
-// ringer is what an alarm rings: a small type per kind of alarm, over
-// its owner (a pointer conversion: no allocation).
+// ringer is what an alarm rings: a small type over its owner (no allocation).
 type ringer interface{ ring() }
 
 type (
@@ -69,8 +68,7 @@ func (as *alarms) ringAll(due []*alarm) {
 	}
 }
 
-// held returns the holds whose safe-deadline alarms are set: every lock of
-// the Client whose hold has not ended.
+// held returns the holds whose hold has not ended (safe-deadline alarm set).
 func (as *alarms) held() []*hold {
 	as.mu.Lock()
 	defer as.mu.Unlock()

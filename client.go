@@ -37,8 +37,7 @@ type Client struct {
 	cleaner       *janitor
 }
 
-// newClient is the one constructor behind New and NewQuorum: everything a
-// call reads is set here, before the Client is shared.
+// newClient is the one constructor behind New and NewQuorum.
 func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
 	o.ttlArg = o.ttl.Milliseconds()
 	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
@@ -75,8 +74,7 @@ func (c *Client) rooms() *waitRooms {
 	return c.waiting
 }
 
-// setup creates the watchdog, alarms and waiting rooms on first use; it
-// writes nothing a call reads without them.
+// setup creates the watchdog, alarms and waiting rooms on first use.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store, &c.bg)
 	if watchable(c.notify) {
@@ -106,9 +104,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
-// background counts work that Close must wait for: Acquire calls, or the
-// timer callbacks and goroutines of a Client. Once closed, nothing new
-// starts.
+// background counts work that Close waits for; once closed, nothing new starts.
 type background struct {
 	mu     sync.RWMutex // read-locked by enter: Acquire calls do not queue on it
 	closed bool
@@ -163,8 +159,7 @@ func applyOptions(o *options, opts []Option) {
 	}
 }
 
-// resolve returns the Client's defaults overridden by one call's options;
-// a call without options shares the defaults (nothing writes them).
+// resolve returns the defaults overridden by a call's options (shared without).
 func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
 		return &c.opts, c.defaultsErr

@@ -32,8 +32,7 @@ func (c *Client) Close(ctx context.Context) error {
 	select {
 	case <-c.calls.close():
 	case <-ctx.Done():
-		// An attempt that succeeds from now on gives its lock back (see
-		// call.handOut).
+		// An attempt that succeeds from now on gives its lock back (handOut).
 		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
 	}
 	c.init.Do(c.setup)
@@ -60,9 +59,7 @@ func (c *Client) Close(ctx context.Context) error {
 	return join(err, c.wait(ctx, watchDone))
 }
 
-// wait waits, within ctx, until no goroutine or timer of the Client is
-// left: the watchdog's and alarms', the batcher's, the restart watch's
-// (watchDone, nil if none).
+// wait waits, within ctx, until no goroutine or timer of the Client is left.
 func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 	idle := c.store.idle()
 	for _, step := range []struct {
@@ -81,9 +78,8 @@ func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 	return nil
 }
 
-// endHeld ends every hold of the Client with ErrClosed (their contexts
-// are cancelled now, whatever the network does) and returns what is left
-// to release: the locks no Release is sending.
+// endHeld ends every hold with ErrClosed now, and returns what is left to
+// release: the locks no Release is sending.
 func (c *Client) endHeld() []*lockRef {
 	var refs []*lockRef
 	for _, l := range c.deadlines.held() {

@@ -85,8 +85,7 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		case !errors.As(cause, &lost):
 			return leadErr // lead returned on its own, and leadership is given up
 		}
-		// Lost before lead returned: the loss is logged and observed (see
-		// Lock.end), and the campaign goes on.
+		// Lost before lead returned (logged and observed): campaign on.
 	}
 }
 
@@ -114,17 +113,15 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	return o, nil
 }
 
-// campaignRetry is a campaign's strategy: its waits never run out. A queued
-// campaigner asks when a release is announced, the leader's lease ends or
-// its place needs refreshing; one that cannot queue (a quorum) asks when a
-// majority of the leader's keys would have expired, or after each TTL.
+// campaignRetry's waits never run out: a queued campaigner asks when woken
+// (see acquisition.sleep); one that cannot queue (a quorum) at the end of
+// each wait, a TTL, or when a majority of the leader's keys would expire.
 type campaignRetry struct{ every time.Duration }
 
 func (s campaignRetry) NextBackoff(int) (time.Duration, bool) { return s.every, true }
 
-// campaignPause waits before campaigning again after Redis could not be
-// reached: a jittered backoff from 50ms doubling up to 1s. It returns
-// ctx's error or ErrClosed if either ends the wait.
+// campaignPause waits after Redis could not be reached: a jittered backoff
+// from 50ms doubling up to 1s; it returns ctx's error or ErrClosed.
 func (c *Client) campaignPause(ctx context.Context, name string, failures int) error {
 	ceiling := time.Second
 	if failures < 6 {
@@ -142,8 +139,8 @@ func (c *Client) campaignPause(ctx context.Context, name string, failures int) e
 	}
 }
 
-// electStopped is Elect's error when ctx ended: ctx's error (and its
-// cause, when that is another error), joined with lead's own error.
+// electStopped is Elect's error when ctx ended: ctx's error (and its cause),
+// joined with lead's own.
 func electStopped(ctx context.Context, name string, leadErr error) error {
 	err := fmt.Errorf("redislock: elect %q: %w", name, ctx.Err())
 	if cause := context.Cause(ctx); cause != ctx.Err() {
@@ -152,8 +149,7 @@ func electStopped(ctx context.Context, name string, leadErr error) error {
 	return join(err, ownError(leadErr))
 }
 
-// ownError is lead's error unless it only reports its context's end, which
-// Elect reports in its own words; nil then.
+// ownError is lead's error unless it only reports its context's end.
 func ownError(leadErr error) error {
 	if errors.Is(leadErr, context.Canceled) || errors.Is(leadErr, context.DeadlineExceeded) {
 		return nil

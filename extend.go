@@ -49,8 +49,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		interval := l.h.interval
 		l.h.mu.Unlock()
 		if l.h.opts.watchdog {
-			// The next extension is due an interval from now, not at
-			// the old schedule: a shorter lease would run out first.
+			// Due an interval from now: a shorter lease would run out first.
 			l.h.client.watchdog().schedule(l.h, time.Now().Add(interval), interval)
 		}
 	}
@@ -61,17 +60,15 @@ func (l *hold) extendRequest(ttl time.Duration) extendRequest {
 	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
 }
 
-// extendOnce sends one extension and records its outcome. The caller
-// holds l.extending.
+// extendOnce sends one extension and records it; the caller holds l.extending.
 func (l *hold) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
 	reply, err := l.client.store.extend(ctx, l.extendRequest(ttl))
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
-// recordExtension records the outcome of an extension sent at sent: a
-// confirmed one moves the safe deadline; a "not ours" reply loses the lock;
-// an error is kept for the Unreachable loss it may turn into.
+// recordExtension: a confirmed extension moves the safe deadline, "not ours"
+// loses the lock, an error is kept for the Unreachable loss it may become.
 func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
 	switch {
 	case err != nil:

@@ -14,19 +14,17 @@ import (
 )
 
 // Info is what Client.Inspect reads of a lock, and what Client.Break found
-// before it broke one: a value nothing in the library keeps or changes
-// (copies share Nodes). It never holds the holder's token.
+// before breaking it: a value the library does not keep (copies share
+// Nodes). It never holds the holder's token.
 type Info struct {
 	// Name is the lock name; Key its Redis key.
 	Name, Key string
 	// Held tells whether the lock is held (quorum: by one holder on a majority).
 	Held bool
 	// TTL is the lease left: 0 when not held, negative when the key has no
-	// expiry (someone removed it by hand: only Break ends it). For shared
-	// holders or a semaphore, the latest lease's.
+	// expiry (only Break ends it); for shared or semaphore holders, the latest.
 	TTL time.Duration
-	// Metadata is the holder's metadata (see WithMetadata); "" when none,
-	// and for shared holders or a semaphore (see Holders).
+	// Metadata is the holder's (see WithMetadata); "" for shared or semaphore holders.
 	Metadata string
 	// Fence is the last fencing token handed out for the name; 0 when none
 	// yet (or the counter was lost), and always on a quorum Client.
@@ -40,17 +38,15 @@ type Info struct {
 	// AcquireMulti, every lock of a quorum Client), "shared" (AcquireShared)
 	// or "semaphore" (AcquireSemaphore); "" when the name is not held.
 	Kind string
-	// Count is how many hold the name: 1 for a lock, the shared holders, or
-	// the semaphore's holders whose leases are running; 0 when not held.
+	// Count is how many hold the name: 1 for a lock, else the shared or
+	// semaphore holders whose leases run; 0 when not held.
 	Count int
 	// Limit is a semaphore's limit, the one its holders use; 0 otherwise.
 	Limit int
-	// Holders describes the shared holders or a semaphore's holders, each
-	// with its metadata and lease left, the lease that ends first first; at
-	// most 100 of them (Count says how many there are). nil otherwise.
+	// Holders: the shared or semaphore holders, each with its metadata and
+	// lease left, the first to end first; at most 100 (Count says how many).
 	Holders []HolderInfo
-	// Nodes is, on a quorum Client, each node's view, in the order of the
-	// clients given to NewQuorum; nil on any other Client.
+	// Nodes: on a quorum Client, each node's view, in NewQuorum's order.
 	Nodes []NodeInfo
 }
 
@@ -103,8 +99,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	return info, nil
 }
 
-// lockKey checks the arguments of Inspect and Break and returns the lock's
-// key under the Client's prefix.
+// lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	if err := c.usable(); err != nil {
 		return "", err
@@ -138,8 +133,8 @@ func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 	return info, err
 }
 
-// parseState reads the reply of lua/state.lua's scripts: the Info, the
-// holder's digest, and break's eleventh element (handed to a waiter).
+// parseState reads lua/state.lua's reply: the Info, the holder's digest, and
+// break's eleventh element (handed to a waiter).
 func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
 	val, err := cmd.Result()
 	if err != nil {
@@ -221,8 +216,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 }
 
 // notALockError says which key holds what instead of a lock (the script's
-// words for Inspect and Break, Redis' WRONGTYPE error for an acquire). It
-// matches ErrNotALock and wraps Redis' error, if any.
+// words, or Redis' WRONGTYPE error); it matches ErrNotALock.
 type notALockError struct {
 	msg string
 	err error // Redis' WRONGTYPE error; nil for a fence counter that is not a number
@@ -232,9 +226,8 @@ func (e notALockError) Error() string        { return e.msg }
 func (e notALockError) Unwrap() error        { return e.err }
 func (e notALockError) Is(target error) bool { return target == ErrNotALock }
 
-// leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
-// and a lease about to end (0) to 1ms, so that a held lock never reports
-// the TTL of a free one.
+// leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL, and
+// 0 to 1ms, so that a held lock never reports a free one's TTL.
 func leaseLeft(millis int64) time.Duration {
 	if millis < 0 {
 		return -1
@@ -249,8 +242,7 @@ func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
 	})
 }
 
-// gather runs read (inspect or break) on every node: what each holds, and
-// the holder a majority holds, if any, with the lease a majority guarantees.
+// gather runs read on every node: what each holds, and the majority's holder.
 func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, error) {
 	start := time.Now()
 	infos := make([]Info, len(q.nodes))
@@ -295,9 +287,8 @@ func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx conte
 	return info, nil
 }
 
-// majorityLease is the needed-th longest of the majority's leases (as
-// quorumStore.pttl): the lease that a majority still guarantees. A lease
-// without expiry (negative) counts as the longest.
+// majorityLease is the needed-th longest of the majority's leases (a lease
+// without expiry counts as the longest).
 func majorityLease(leases []time.Duration, needed int) time.Duration {
 	slices.SortFunc(leases, func(a, b time.Duration) int {
 		switch {

@@ -9,8 +9,7 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// Key names come from internal/lockrules, which the redislock command and the
-// redislocktest kit share: the one owner of the layout.
+// Key names come from internal/lockrules, their one owner.
 
 // lockKeys returns the key of the lock called name with its queue's keys
 // after it, "prefix{name}:qx", in one string (the key is its first keyLen
@@ -26,17 +25,15 @@ func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	return names, keyLen, nil
 }
 
-// handoffTicket is how the release script names the waiter it hands the
-// lock to: the first 16 hex digits of its token's SHA1. The token itself
-// is a secret and is not published.
+// handoffTicket names the waiter a release hands the lock to: the first 16
+// hex digits of its token's SHA1 (the token, a secret, is not published).
 func handoffTicket(token string) string {
 	sum := sha1.Sum([]byte(token))
 	return hex.EncodeToString(sum[:8])
 }
 
-// handoverTagLen is the length of a Client's tag (see waitRooms.tag): 50
-// random bits of base32, so that two Clients waiting for one lock share a
-// channel (and wake for each other's hand-overs) about never.
+// handoverTagLen: 50 random bits, so that two Clients waiting for one lock
+// share a channel about never.
 const handoverTagLen = 10
 
 // waiterToken returns the token of a waiter that queues on the server: its

@@ -33,12 +33,11 @@ func (k lockKind) handsOut() string {
 }
 
 // keepsTurn: an exclusive holder keeps its Client's turn for the key until
-// it lets go; a shared or semaphore holder passes it on at once (others may
-// hold with it), and so does a multi lock, whose release sends no attempt.
+// it lets go; other kinds pass it on (others may hold with them, or their
+// release sends no attempt).
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
 
-// take is the way in of every kind but Acquire's: it checks the call, lays
-// the lock out (layout adds what the kind needs) and runs the acquisition.
+// take is the way in of every kind but Acquire's.
 func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
 	o, err := c.callOptions(k, opts)
 	if err != nil {
@@ -47,8 +46,7 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	return c.acquireKind(ctx, k, name, o, layout)
 }
 
-// acquireKind runs the acquisition of a lock of kind k, with its options
-// resolved.
+// acquireKind runs an acquisition with its options resolved.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
 	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
 	if err != nil {
@@ -63,8 +61,7 @@ func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *op
 	return a.run()
 }
 
-// callOptions checks what every acquiring call checks before anything is
-// sent, and returns its options.
+// callOptions checks an acquiring call before anything is sent.
 func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -98,8 +95,7 @@ func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 
 // The error words of each kind.
 
-// subject names the lock in errors: the name, a semaphore's, or a multi
-// lock's first name and how many more.
+// subject names the lock in errors.
 func (a *acquisition) subject() string {
 	switch a.kind {
 	case semaphoreSlot:

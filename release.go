@@ -31,15 +31,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// release is Release that also returns the loss it found, when the script
-// said the key was no longer ours. detach makes a detached attempt when
-// ctx ends first; without it ctx is the only bound (RunWithLock's own
-// detached context of ReleaseTimeout).
+// release is Release that also returns the loss it found. detach makes a
+// detached attempt when ctx ends first; without it ctx is the only bound.
 func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.mu.Lock()
 	if l.releasing != releaseNone {
-		// Another Release sent (or is sending) it: report the hold
-		// ended once the lock's context says so too.
+		// Another Release sent (or is sending) it: wait for the lock's context.
 		l.mu.Unlock()
 		select {
 		case <-l.context().Done():
@@ -66,8 +63,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 		room, sent = nil, true // handed on
 	}
 	if detach && (!sent || (err != nil && ctx.Err() != nil)) {
-		// ctx was done before, or ended during, the attempt: one attempt
-		// detached from it (a second release of our token is harmless).
+		// ctx ended before or during the attempt: one detached attempt.
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		reply, err = l.sendRelease(detached, room)
 		cancel()
@@ -94,8 +90,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.releasing = state
 	l.mu.Unlock()
 	if !endedNow {
-		// Ended before by a loss, maybe still being announced: once
-		// Release returns, the lock's context is done.
+		// Ended before by a loss, maybe being announced: wait for the context.
 		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
@@ -107,9 +102,8 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	return lost, err
 }
 
-// sendRelease sends the release. The hold is over for this Client's
-// waiters whatever the outcome: the next in line in room gets the turn,
-// and on a store that can, its first attempt goes right behind our release.
+// sendRelease sends the release; room's next in line gets the turn, and on
+// a store that can, its first attempt goes right behind our release.
 func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	var next *queuedWaiter
 	pipe, canPipe := l.client.store.(releaseAttempter)
@@ -131,8 +125,8 @@ func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	return reply, err
 }
 
-// Where a Lock's release stands (Lock.releasing): exactly one Release at a
-// time sends the script; after an error another may try again.
+// Where a Lock's release stands: one Release at a time sends the script;
+// after an error another may try again.
 const (
 	releaseNone = iota
 	releaseSending

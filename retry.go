@@ -44,8 +44,7 @@ type exponentialBackoff struct{ min, max time.Duration }
 
 func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 	if s.validate() != nil {
-		// Only reachable when a caller's own strategy wraps an invalid
-		// one, which Acquire cannot see: give up rather than panic.
+		// Only when a caller's own strategy wraps an invalid one: give up.
 		return 0, false
 	}
 	ceiling := s.max
@@ -57,8 +56,7 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 			ceiling = grown
 		}
 	}
-	// Full jitter between min and the exponential ceiling, so that waiters
-	// that failed together do not retry together.
+	// Full jitter, so that waiters that failed together do not retry together.
 	return s.min + rand.N(ceiling-s.min+1), true
 }
 
@@ -119,16 +117,14 @@ type patience struct {
 	spent    bool      // the strategy said no: no more waits
 }
 
-// mayWait asks the strategy for its first wait, to decide how the caller
-// waits at all; the answer is kept for the first wait.
+// mayWait asks for the first wait up front (kept), to decide how to wait at all.
 func (p *patience) mayWait() bool {
 	p.first, p.firstOK = p.strategy.NextBackoff(1)
 	p.spent = !p.firstOK
 	return p.firstOK
 }
 
-// begin starts the next wait at now, or returns false when the strategy
-// allows no more. A backoff under a millisecond counts as one.
+// begin starts the next wait, or returns false when the strategy allows no more.
 func (p *patience) begin(now time.Time) bool {
 	if p.spent {
 		return false

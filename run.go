@@ -46,8 +46,7 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 }
 
 // isUnreachable tells a Redis that could not be reached or serve (fail open
-// may run without it) from every other error, replies such as WRONGTYPE,
-// NOPERM or TRYAGAIN included; the rule is internal/lockrules'.
+// may run) from every other error; the rule is internal/lockrules'.
 func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }

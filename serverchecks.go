@@ -19,8 +19,7 @@ type serverChecker interface {
 // serverCheckTimeout bounds the check: it must not hold up the first lock.
 const serverCheckTimeout = 500 * time.Millisecond
 
-// checkServer runs the check once per Client, logging with the first
-// call's logger.
+// checkServer runs the check once per Client, with the first call's logger.
 func (c *Client) checkServer(ctx context.Context, o *options) {
 	c.serverChecked.Do(func() {
 		sc, ok := c.store.(serverChecker)
@@ -45,8 +44,7 @@ func (c *Client) checkServer(ctx context.Context, o *options) {
 	})
 }
 
-// evictsCounters says what else a policy evicts, and why that is no risk:
-// an evicted counter starts again, but fences are raised to the server clock.
+// evictsCounters: an evicted counter starts again, but fences are raised to the server clock.
 func evictsCounters(policy string) string {
 	if len(policy) >= 8 && policy[:8] == "allkeys-" {
 		return " (it evicts fence counters too, but fences keep growing: each is raised to the server clock)"
