@@ -11,9 +11,8 @@ import (
 
 // Key names come from internal/lockrules, their one owner.
 
-// lockKeys returns the key of the lock called name with its queue's keys
-// after it, "prefix{name}:qx", in one string (the key is its first keyLen
-// bytes); an invalid-argument error for a name lockrules.WithExpiry refuses.
+// lockKeys returns the lock's key and its queue's, "prefix{name}:qx", in one
+// string (the key is its first keyLen bytes), or an invalid-argument error.
 func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	names, keyLen, err = lockrules.WithExpiry(prefix, name)
 	if err != nil {
@@ -36,9 +35,8 @@ func handoffTicket(token string) string {
 // share a channel about never.
 const handoverTagLen = 10
 
-// waiterToken returns the token of a waiter that queues on the server: its
-// Client's tag, a dot (not base32: the release script finds the tag by
-// it), then the random token; the tag is no secret, the 130 bits after are.
+// waiterToken returns a queued waiter's token: its Client's tag, a dot (not
+// base32: the release script finds the tag by it), then 130 random bits.
 func waiterToken(tag string) string {
 	if tag == "" {
 		return rand.Text()
@@ -50,9 +48,8 @@ func waiterToken(tag string) string {
 // the Client tagged tag: the lock's channel (its hash slot), ':', the tag.
 func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }
 
-// sharedToken returns a shared holder's token: as waiterToken's, with an
-// 's' (not base32) before the random part, by which the scripts tell a
-// shared waiter in the queue from an exclusive one (lua/shared_acquire.lua).
+// sharedToken is waiterToken's with an 's' (not base32) before the random
+// part, by which the scripts tell a shared waiter (lua/shared_acquire.lua).
 func sharedToken(tag string) string {
 	if tag == "" {
 		return "s" + rand.Text()

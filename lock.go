@@ -123,10 +123,9 @@ func (l *Lock) Key() string {
 	return l.h.ref.key
 }
 
-// Token returns the random token that identifies this acquisition. Treat it
-// as a secret: whoever knows it can release the lock. "" on a nil Lock.
-// With WithMetadata the lock key holds the token, a separator and the
-// metadata; Token is the token alone.
+// Token returns the random token of this acquisition ("" on a nil Lock): a
+// secret, whoever knows it can release the lock. It is without the
+// metadata that WithMetadata stores after it.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -139,9 +138,8 @@ func (l *hold) token() string {
 	return token
 }
 
-// Fence returns the fencing token taken with the lock, or 0 when the lock
-// was acquired without WithFencing (and on a nil Lock). For a Lock from
-// AcquireMulti it is its first name's (see FenceOf).
+// Fence returns the fencing token taken with the lock, 0 without WithFencing
+// (and on a nil Lock); a multi lock's first name's (see FenceOf).
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -155,12 +153,11 @@ func (l *hold) pastSafeDeadline() bool {
 	return !time.Now().Before(l.safeDeadline)
 }
 
-// Valid reports whether the lock can still be trusted at the moment of the
-// call: its hold has not ended and its safe deadline, read from the
-// monotonic clock now, has not passed. Unlike Context().Err(), it does not
-// wait for a timer to fire, so it is right the instant a paused process
-// (a long GC, a frozen VM) resumes. Call it right before an irreversible
-// write; it sends nothing. False on a nil Lock.
+// Valid reports whether the lock can still be trusted at the call: its hold
+// has not ended and its safe deadline, read from the monotonic clock now,
+// has not passed. Unlike Context().Err(), it waits for no timer, so it is
+// right the instant a paused process resumes. Call it right before an
+// irreversible write; it sends nothing. False on a nil Lock.
 func (l *Lock) Valid() bool {
 	if l == nil {
 		return false
@@ -170,12 +167,11 @@ func (l *Lock) Valid() bool {
 	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
 }
 
-// Context returns a context that carries the values of the context given to
-// Acquire, but not its cancellation, and is cancelled when the hold ends:
-// with a *LostError as its cause (see context.Cause) when the lock is lost,
-// and with ErrReleased when it is released. FenceFromContext and
-// LockFromContext work on it. On a nil Lock it returns a context that is
-// already cancelled, with cause ErrNotHeld.
+// Context returns a context with the values of the context given to
+// Acquire, but not its cancellation, cancelled when the hold ends: with a
+// *LostError as its cause (see context.Cause) when the lock is lost, with
+// ErrReleased when it is released. FenceFromContext and LockFromContext
+// work on it. On a nil Lock it is already cancelled, with cause ErrNotHeld.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())

@@ -11,12 +11,9 @@ import (
 // MaxMetadata is the longest holder metadata WithMetadata accepts, in bytes.
 const MaxMetadata = 4096
 
-// metadataSeparator joins the token and the metadata in the lock key's
-// value. A control character, it is in neither a token (base32) nor
-// metadata (see checkMetadata), so the value splits one way only; the
-// scripts (lua/state.lua) and the redislocktest kit split on it too. The
-// scripts compare the whole value: a lock without metadata keeps its plain
-// token, and metadata lives and dies with the key.
+// metadataSeparator joins the token and the metadata in the key's value: a
+// control character, in no token (base32) and no metadata, so the value
+// splits one way only (lua/state.lua and redislocktest split on it too).
 const metadataSeparator = lockrules.MetadataSeparator
 
 // WithMetadata stores s with the lock, in the same command that takes it,

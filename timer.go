@@ -28,9 +28,8 @@ func (t *lazyTimer) arm(at time.Time) {
 
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
-// stop stops the timer when its owner has nothing left to time: a set
-// timer keeps what its callback reaches (the owner, the Client) alive until
-// it fires, so a dropped idle Client could not be freed until then.
+// stop stops the timer when nothing is left to time: a set timer keeps its
+// owner, and the Client, alive until it fires.
 func (t *lazyTimer) stop() {
 	if t.timer != nil && !t.armed.IsZero() {
 		t.timer.Stop()
