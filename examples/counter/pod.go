@@ -36,7 +36,7 @@ func podMain(name string) int {
 		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envRedis, err)
 		return 2
 	}
-	db, err := openDB(os.Getenv(envDB))
+	db, err := podproc.OpenDB(os.Getenv(envDB))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1

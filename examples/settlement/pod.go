@@ -31,7 +31,7 @@ func podMain(name string) int {
 	}
 	date := os.Getenv(envDate)
 
-	db, err := openDB(os.Getenv(envDB))
+	db, err := podproc.OpenDB(os.Getenv(envDB))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1

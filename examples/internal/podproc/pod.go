@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -22,9 +23,9 @@ type Pod struct {
 }
 
 // StartPod starts exe as the pod called name (podVar=name and env added to
-// the runner's environment), relays each line it prints to tl, then hands
-// the line to seen (nil for none), on the pod's relay goroutine.
-func StartPod(tl *Timeline, exe, podVar, name string, env []string, seen func(line string)) (*Pod, error) {
+// the runner's environment) and relays each line it prints to tl; a line
+// that holds one of marks is also handed to onMark, on the relay goroutine.
+func StartPod(tl *Timeline, exe, podVar, name string, env, marks []string, onMark func(mark string)) (*Pod, error) {
 	cmd := exec.Command(exe)
 	cmd.Env = append(append(os.Environ(), podVar+"="+name), env...)
 	cmd.Stderr = os.Stderr
@@ -46,8 +47,10 @@ func StartPod(tl *Timeline, exe, podVar, name string, env []string, seen func(li
 		lines := bufio.NewScanner(stdout)
 		for lines.Scan() {
 			tl.Print(lines.Text() + "\n")
-			if seen != nil {
-				seen(lines.Text())
+			for _, mark := range marks {
+				if strings.Contains(lines.Text(), mark) {
+					onMark(mark)
+				}
 			}
 		}
 	}()
