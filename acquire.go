@@ -151,7 +151,7 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
 
-// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, but a campaign's.
+// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, unless a campaign waits.
 func (a *call) capWait(campaign bool) {
 	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)

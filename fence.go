@@ -15,8 +15,8 @@ import "context"
 // The counter lives at "<lock key>:fence", without expiry (it must outlive
 // every holder). Fences never go backwards, even when it is lost or
 // restored from an older copy: the script raises a counter below the
-// server's clock (TIME, in µs) to it, so fences are about 1.8e15, and hold
-// as long as the servers' clocks do not step back more than an outage.
+// server's clock (TIME, in µs) to it, so fences are about 1.8e15; this
+// holds while the servers' clocks do not step back more than an outage lasts.
 
 // lockKey is the context key under which a lock's context and
 // RunWithLock's fn context carry the *Lock.

@@ -25,7 +25,9 @@ import (
 // such as ExponentialBackoff, so that split votes do not repeat), and
 // when too few nodes answered, with a *QuorumError. Extensions, releases
 // and Lock.TTL go by the majority too. Each command waits for each node at
-// most TTL/20: a hung node costs that much, and counts as failed.
+// most TTL/20 (at least 1ms; the Client's default TTL for releases and
+// Lock.TTL): a hung node costs that much and counts as failed, and a late
+// call that took the lock for nothing gives it back.
 //
 // It rests on bounded pauses, network delays and clock drift (a holder
 // paused past its lease, or a node whose clock jumps, lets a second holder

@@ -88,7 +88,7 @@ const (
 	// queueRefresh: how often a queued waiter that nothing wakes comes back.
 	queueRefresh = queueHold / 3
 	// handoffClaim: how long a lock handed to a waiter is kept for it (at
-	// most the releaser's TTL), the waiter gone or not.
+	// most the releaser's TTL); if the waiter is gone, it is free after that.
 	handoffClaim = time.Second
 )
 

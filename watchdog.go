@@ -78,7 +78,8 @@ func (s *scheduler) leaveWatchLocked() {
 	}
 }
 
-// unwatch takes l out for good; an extension under way is not interrupted.
+// unwatch takes l out for good; an extension under way goes on (take the
+// extension slot to wait for it).
 func (s *scheduler) unwatch(l *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -173,7 +174,7 @@ func (s *scheduler) extend(batch []*hold) {
 			continue
 		}
 		if l.notHeld() == nil && !l.pastSafeDeadline() {
-			// (Past it, as after a pause, the alarm reports the loss at once.)
+			// (Past it, as after a pause, the alarm reports the loss: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}
