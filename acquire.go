@@ -15,23 +15,15 @@ import (
 
 // Acquire takes the lock called name, or fails.
 //
-// It sends one command per attempt (two when a plain SET NX finds the lock
-// held: the script then says by whom and for how long). When the lock is
-// held by someone else, it waits as the retry strategy says (default: not
-// at all): the strategy is asked for one backoff per wait, k = 1, 2, 3…,
-// and LimitRetry(s, n) means n such waits, whatever else wakes the waiter
-// in between (a release announced, the holder's lease ending, the queue's
-// refresh). A waiter never sleeps past the holder's remaining TTL or ctx's
-// deadline; a ctx without deadline waits at most MaxWaitWithoutDeadline.
-// A waiter queues on the server: the holder's release hands the lock to the
-// first waiter in line, which takes it when the release's announcement
-// arrives (a fenced waiter, or one with WithReplicaAck or without the
-// watchdog, claims it with one more attempt); while queued
-// it does not poll at its backoff but comes back every half second and
-// when the holder's lease would end. Callers of one Client that wait for
-// the same lock queue in-process behind each other, each within its own
-// strategy and ctx. ctx bounds the waiting only: the held lock lives on
-// after ctx ends, until Release or loss.
+// An attempt is one command (two when a plain SET NX finds the lock held).
+// When the lock is held by someone else, Acquire waits as the retry
+// strategy says (default: not at all), one backoff per wait, whatever wakes
+// the waiter in between. A waiter queues on the server and is woken by the
+// release that hands it the lock, or comes back every half second and when
+// the holder's lease would end; it never waits past ctx's deadline, nor
+// longer than MaxWaitWithoutDeadline when ctx has none. Callers of one
+// Client waiting for one lock queue behind each other. ctx bounds the
+// waiting only: the held lock lives on until Release or loss.
 //
 // Errors, all of them one line:
 //   - ErrNotAcquired (wrapped with the name) when the lock was seen held by
@@ -42,15 +34,12 @@ import (
 //     before any attempt had an answer.
 //   - ErrClosed after Client.Close, also to callers that were waiting.
 //   - ErrInvalidArgument for bad input (nothing is sent).
-//   - Otherwise the Redis error, wrapped, which does not match
-//     ErrNotAcquired.
+//   - Otherwise the Redis error, wrapped (it does not match ErrNotAcquired).
 //
 // A failed Acquire leaves no lock held: an attempt whose outcome it could
-// not learn (a timeout, a dead connection) is given back in the background,
-// token-checked, until its lease would have run out.
-//
-// On success the caller must call Lock.Release; a Lock dropped while held
-// is released only once the garbage collector finds it (see Lock).
+// not learn is given back in the background. On success the caller must
+// call Lock.Release; a Lock dropped while held is released only once the
+// garbage collector finds it.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	o, err := c.callOptions(exclusiveLock, opts)
 	if err != nil {
@@ -64,8 +53,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
 }
 
-// call is what an acquire call keeps from its first attempt to its
-// verdict, whatever its kind.
+// call is what an acquire call of any kind keeps until its verdict.
 type call struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
@@ -87,25 +75,18 @@ type call struct {
 	cancelCap  context.CancelFunc
 }
 
-// acquisition is one acquire call of any kind, from its first attempt to
-// its verdict: the one acquisition loop.
+// acquisition is one acquire call of any kind: the one acquisition loop.
 type acquisition struct {
 	call
-	// queued: waits in the server's queue, under one token for all
-	// attempts (every kind but multi, on a store that queues); a multi
-	// waiter watches the name that keeps it out instead (see
-	// lua/multi_acquire.lua).
+	// queued: waits in the server's queue, one token for all attempts (see init).
 	queued bool
-	// room: this Client's waiters for the key we wait on, whose turn we
-	// hold; keepRoom: handed to the lock, which passes the turn on when
-	// its hold ends (see lockKind.keepsTurn); early: the first attempt,
-	// made for us by the releaser that handed us the turn.
+	// room: this Client's waiters for our key, whose turn we hold (keepRoom:
+	// handed to the lock); early: the attempt a releaser made for us.
 	room     *waitRoom
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
-	// seat is where a hand-over to us finds us (queued only); woken is
-	// the room's plain announcements, taken before each attempt.
+	// seat: where a hand-over to us finds us; woken: the room's plain announcements.
 	seat  *seat
 	woken <-chan struct{}
 
@@ -113,16 +94,12 @@ type acquisition struct {
 	refusal error  // a store's explanation of the last refusal
 	blocker string // a multi lock's name that kept the last attempt out
 
-	// ticket: what a release announces when it hands the lock to us
-	// (queued only); firstSent: when our first attempt was sent, before
-	// any hand-over to us.
+	// ticket: what a hand-over to us announces; firstSent: our first attempt's send time.
 	ticket    string
 	firstSent time.Time
 }
 
-// begin checks what every acquiring call checks before its first
-// attempt, and registers the call with Close (the caller exits it when
-// err is nil).
+// begin checks a call and registers it with Close (the caller exits it when err is nil).
 func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
 	if ctx == nil {
 		return "", 0, invalidf("nil context")
@@ -141,8 +118,7 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names st
 	return names, keyLen, nil
 }
 
-// init builds the Lock (layout adds what its kind needs beyond a key) and
-// decides how to wait.
+// init builds the Lock (layout adds its kind's keys) and decides how to wait.
 func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
 	a.l = &hold{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
@@ -154,27 +130,17 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	r.commands(a.o, a.c.publish)
 	a.patience.strategy = a.o.retry
 	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server, under one
-	// token for all its attempts: a release hands the lock to the first
-	// waiter in line, which takes it (see handedOver) or claims it with
-	// its next attempt (see lua/handover.lua), and the other waiters are
-	// not woken. Elsewhere each attempt has a token of its own: a late
-	// answer to an earlier attempt (a quorum node that missed its
-	// timeout) then cannot be mistaken for this one, nor its clean-up
-	// delete this one's key. A multi waiter has a token per attempt too,
-	// and one watcher for all (see lua/multi_acquire.lua).
+	// A waiter on a single deployment queues on the server, one token for
+	// all attempts. Elsewhere (and multi) each attempt has its own, so a late
+	// answer to an earlier one, or its clean-up, cannot touch this one's key.
 	waitsOnServer := a.waits && a.c.store.queues()
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
 	switch {
 	case a.kind == sharedHold:
-		// One token for every attempt: it is our place in the queue, and
-		// the value a release hands the lock to us with; its 's' tells
-		// the scripts a shared waiter.
+		// Our place in the queue; its 's' tells the scripts a shared waiter.
 		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
 	case a.queued:
-		// 26 base32 characters, 130 bits from crypto/rand, after the
-		// Client's tag (see waiterToken).
 		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
 	case waitsOnServer:
 		r.multi.watcher = "~" + rand.Text()
@@ -185,8 +151,7 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
 
-// capWait bounds the waiting of a ctx without deadline by
-// MaxWaitWithoutDeadline, unless the call does not wait or is a campaign.
+// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, unless a campaign waits.
 func (a *call) capWait(campaign bool) {
 	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
@@ -225,8 +190,6 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
-// watch moves a multi waiter to the room of the name that kept it out,
-// where it waits for that name's release.
 func (a *acquisition) watch() error {
 	m := a.l.ref.multi
 	key := m.keys[m.blocker]
@@ -240,12 +203,9 @@ func (a *acquisition) watch() error {
 	return a.enterRoom(key)
 }
 
-// enterRoom takes the turn among this Client's waiters for key, waiting
-// in line (within ctx and the strategy) behind the others. A releaser of
-// this Client that hands us the turn may send our first attempt in the
-// same round trip as its release (see Lock.sendRelease): not with
-// WithReplicaAck, whose WAIT must follow the attempt, nor for a multi
-// lock.
+// enterRoom takes the turn among this Client's waiters for key, within ctx
+// and the strategy. A releaser handing us the turn may send our first attempt
+// behind its release: not with WithReplicaAck (its WAIT must follow), nor multi.
 func (a *acquisition) enterRoom(key string) error {
 	var earlyRef *lockRef
 	if a.queued && a.o.replicas == 0 {
@@ -256,18 +216,16 @@ func (a *acquisition) enterRoom(key string) error {
 	a.room, a.early, err = a.c.rooms().enter(a.ctx, key, turn, earlyRef, &a.patience, a.c.closing)
 	if err != nil {
 		if a.early != nil {
-			// The turn came as we gave up, with an attempt made for
-			// us: give it back (our place in the queue, or the lock),
-			// before we return (see close) when we know it ran.
+			// The turn came as we gave up, with an attempt made for us:
+			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.c.janitor().addUncertain(&a.l.ref, a.o.ttl)
+				a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl)
 			} else {
 				a.inQueue = true
 			}
 			a.early = nil
 		}
-		// Behind another caller of this Client: the lock counts as seen
-		// held when that caller saw it held or holds it.
+		// Behind another caller: seen held if that caller saw it held or holds it.
 		a.held = a.held || a.room != nil && a.room.seenHeld.Load() || errors.Is(err, errSeenHeld)
 		if errors.Is(err, errPatience) {
 			a.held = true
@@ -276,20 +234,15 @@ func (a *acquisition) enterRoom(key string) error {
 		return a.stopped(err)
 	}
 	if a.queued {
-		// Announcements of a hand-over to us wake us from now on, before
-		// our first attempt can queue us. (A releaser that made our first
-		// attempt seated us before sending.)
+		// A hand-over to us wakes us from now on (a releaser seats us before sending).
 		a.seat = a.room.expect(a.ticket)
 	}
 	a.held = a.held || a.room.seenHeld.Load() // the caller ahead of us saw it held
-	// A room that kept its subscription from earlier waiters already
-	// hears every release: no need to try again once subscribed.
+	// A room kept subscribed by earlier waiters hears every release already.
 	a.listened = a.c.rooms().hearing(a.room)
 	return nil
 }
 
-// attempt makes one attempt (or reads the one made for us) and records
-// its verdict.
 func (a *acquisition) attempt() (acquired bool, err error) {
 	if err := a.ctx.Err(); err != nil {
 		return false, a.stopped(err) // no attempt that could only fail
@@ -307,9 +260,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		a.sent = early.sent
 		acquired, a.fence, holderTTL, err = parseAcquire(early.reply, a.o.fencing)
 	} else {
-		// A first attempt that did not wait in line did nothing but build
-		// the Lock since start: its lease may be counted from then (a
-		// little early: the safe side).
+		// Not waited in line: the lease may count from start (early: the safe side).
 		a.sent = a.start
 		if a.attempts > 1 || a.room != nil {
 			a.sent = time.Now()
@@ -317,8 +268,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, r)
 	}
 	a.noteFirst()
-	// A store may explain a refusal (a quorum's counts): that is still
-	// "held by someone else", and the explanation goes with the error.
+	// A store's explanation of a refusal (a quorum's counts) goes with the error.
 	a.refusal = nil
 	if errors.Is(err, ErrNotAcquired) {
 		a.refusal, err = err, nil
@@ -342,9 +292,8 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	return false, nil
 }
 
-// noteFirst dates our first attempt: an attempt sent for us with a release
-// whose reply was lost may still have run and queued us, so a hand-over to
-// us can come after it, before our own: our first attempt is that one.
+// noteFirst dates our first attempt: one sent for us with a release whose reply
+// was lost may have queued us, and a hand-over can follow it before our own.
 func (a *acquisition) noteFirst() {
 	if a.attempts == 1 {
 		a.firstSent = a.sent
@@ -355,19 +304,13 @@ func (a *acquisition) noteFirst() {
 	a.early = nil
 }
 
-// handedOver tells whether a release handed us the lock and announced the
-// lease it gave (see waitRoom.wants), and returns the lease we may count
-// on: then we take the lock without claiming it, one round trip sooner,
-// and the watchdog extends it to the TTL at once. The hand-over came
-// after our first attempt was sent (that attempt, or a later one, gave us
-// our place in the queue), so on the server's clock the lease lasts at
-// least until firstSent+lease, however late the announcement arrived.
-// The release made the waiter a holder whatever its kind (the lock's
-// token, a share, a slot). Not with a fence (the claim takes it),
-// WithReplicaAck (the claim's WAIT makes the hold durable first) or
-// without the watchdog (the lock holds its TTL from the start), nor when
-// less than half the lease is left by that reckoning: then the next
-// attempt claims it, as any attempt would.
+// handedOver returns the lease a release that handed us the lock announced,
+// when we may take it without a claim (the watchdog extends it at once): by
+// the server's clock it lasts until firstSent+lease at least. The release
+// made us a holder whatever the kind (the token, a share, a slot). Not with a
+// fence (the claim takes it), WithReplicaAck (the claim's WAIT), without the
+// watchdog (the lock keeps its TTL from the start), nor with under half that
+// lease left.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false
@@ -384,27 +327,18 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 }
 
 // failed turns an attempt's error into the call's. An attempt without an
-// answer from Redis (a timeout, a dead connection, ctx ending while it
-// was on its way) may still reach Redis and take the key under our token:
-// the janitor gives it back. (A quorum gives back its late answers itself.)
-//
-// An attempt that never left this Client (its ctx ended while it was
-// queued behind other callers' commands, see batcher) has nothing to give
-// back: only our place in the queue from an earlier attempt, if any, which
-// close gives back. When ctx has ended, the error also says why the wait
-// stopped.
+// answer may still take the key under our token: the janitor gives it back;
+// one that never left this Client (unsentError) took nothing.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
 	if !errors.As(err, &unsent) && (!errors.As(err, &reply) || a.ctx.Err() != nil) {
 		if a.c.store.queues() {
-			// What it may take lasts a lease, and a place in the queue
-			// queueHold: the janitor gives back both.
-			a.c.janitor().addUncertain(&a.l.ref, max(a.o.ttl, queueHold))
+			// A lease and a place in the queue (queueHold): the janitor gives back both.
+			a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold))
 		}
-		// No further call to a Redis that just failed: our place, if
-		// any, is the janitor's to give back. (An error reply took
-		// nothing, and close gives back the place we had.)
+		// No call to a Redis that just failed; an error reply took nothing,
+		// and close gives back the place we had.
 		a.inQueue = false
 	}
 	switch {
@@ -425,8 +359,6 @@ func (a *acquisition) failed(err error) error {
 	return err
 }
 
-// subjectName names the lock after the call's words: the name, or a multi
-// lock's first name and how many more.
 func (a *acquisition) subjectName() string {
 	if a.kind == multiLock {
 		return strings.TrimPrefix(a.subject(), "multi lock ")
@@ -434,8 +366,6 @@ func (a *acquisition) subjectName() string {
 	return fmt.Sprintf("%q", a.name)
 }
 
-// heldFor notes how long the holder that kept the last attempt out still
-// holds (0: unknown).
 func (a *call) heldFor(holder time.Duration) {
 	a.holderEnds = time.Time{}
 	if holder > 0 {
@@ -443,13 +373,11 @@ func (a *call) heldFor(holder time.Duration) {
 	}
 }
 
-// handOut checks a granted attempt before its Lock is handed out: a reply
-// after the lease's safe deadline, or a Client that began closing while
-// the attempt was on its way (and did not wait for it), gives the lock
-// back and returns the error for the caller.
+// handOut gives the lock back, with the caller's error, when the reply came
+// after the lease's safe deadline or the Client began closing meanwhile.
 func (a *acquisition) handOut() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.janitor().add(&a.l.ref, a.sent.Add(ttl))
+		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
 		return fmt.Errorf("%w: %s %s: the lease ran out before the reply arrived (%v after sending, TTL %v)",
 			ErrNotAcquired, a.kind.what(), a.subjectName(), time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
@@ -462,11 +390,8 @@ func (a *acquisition) handOut() error {
 	return nil
 }
 
-// succeed hands out the Lock, held for lease from a.sent (the TTL, or a
-// hand-over's lease, see handedOver) and taken at took (its hold counts
-// from then), unless the reply came after the lease's safe deadline: then
-// the key is given back and the caller told. An exclusive holder keeps
-// the turn of this Client's waiters for the key; any other passes it on.
+// succeed hands out the Lock, leased for lease from a.sent, taken at took. An
+// exclusive holder keeps the turn of this Client's waiters; any other passes it.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
 	if err := a.handOut(); err != nil {
 		return a.fail(err)
@@ -497,9 +422,7 @@ func (a *call) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our place in the
-// server's queue (see Client.leave), the turn among this Client's waiters,
-// the timers.
+// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
 func (a *acquisition) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref)
@@ -518,19 +441,15 @@ func (a *acquisition) close() {
 	}
 }
 
-// sleep waits until the next attempt is due, after one that found the lock
-// held: when the current wait of the strategy ends, when the holder's lease
-// would end, every queueRefresh while queued (which keeps our place and
-// catches an announcement that was lost), or at once when a release is
-// announced. It returns the verdict when the strategy allows no more waits.
+// sleep waits until the next attempt is due (see nextWake) or a release is
+// announced; it returns the verdict when the strategy allows no more waits.
 func (a *acquisition) sleep() error {
 	if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
 		return a.heldError()
 	}
 	if !a.listened {
-		// Hear the holder's release from now on. Until the subscription
-		// is confirmed a release could pass unheard, so try again at once
-		// after confirming (a re-check, not a wait).
+		// Hear the holder's release from now on; until the subscription is
+		// confirmed one could pass unheard, so try again once confirmed.
 		a.listened = true
 		wake, _ := a.nextWake()
 		a.c.rooms().listen(a.ctx, a.room, time.Until(wake), a.c.closing)
@@ -548,20 +467,16 @@ func (a *acquisition) sleep() error {
 		if err != nil || !rang || !waitEnds || !a.l.ref.waiting {
 			return err
 		}
-		// A waiter that queues (or watches) does not ask at the end of a
-		// wait (a release hands it the lock, or announces itself): the
-		// next wait begins, or, when the strategy allows none, one last
-		// attempt before the verdict.
+		// A queued (or watching) waiter does not ask at the end of a wait: the
+		// next begins, or, when none is allowed, one last attempt.
 		if !a.patience.begin(time.Now()) {
 			return nil
 		}
 	}
 }
 
-// nextWake is when to look again without an announcement heard: the end
-// of the strategy's current wait (waitEnds), the holder's lease end, and,
-// for a call that queues or watches on the server, the refresh that keeps
-// its place, whichever comes first.
+// nextWake: the strategy's wait's end (waitEnds), the holder's lease end or,
+// on the server, the refresh of our place, whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
 	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
@@ -573,8 +488,6 @@ func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	return wake, waitEnds
 }
 
-// pause waits until wake (rang), a release is announced, ctx ends or the
-// Client closes.
 func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	d := time.Until(wake)
 	if d <= 0 {
@@ -599,13 +512,11 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	}
 }
 
-// heldError is the verdict "held by someone else".
 func (a *acquisition) heldError() error {
 	return join(fmt.Errorf("%w: %s, %s", ErrNotAcquired, a.heldWords(), a.tally()), a.refusal)
 }
 
-// holderLeft says how long the holder that kept the last attempt out
-// still holds, for a message: " (for 1.2s more)", or "" when unknown.
+// holderLeft is " (for 1.2s more)", or "" when the holder's end is unknown.
 func (a *call) holderLeft() string {
 	if left := time.Until(a.holderEnds); left > 0 {
 		return fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
@@ -613,15 +524,12 @@ func (a *call) holderLeft() string {
 	return ""
 }
 
-// tally counts the call's attempts and waits, for a message.
 func (a *call) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
-// stopped is the error of a wait that ended without a verdict of its own:
-// ctx ended, the cap for a ctx without deadline passed, or the Client was
-// closed. It matches ErrNotAcquired only when an attempt saw the lock
-// held.
+// stopped is the error of a wait ended by ctx, the cap or Close; it matches
+// ErrNotAcquired only when an attempt saw the lock held.
 func (a *acquisition) stopped(why error) error {
 	switch {
 	case errors.Is(why, errClosing):
@@ -637,8 +545,6 @@ func (a *acquisition) stopped(why error) error {
 	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.what(), a.subjectName(), why)
 }
 
-// heldSubject names what was found held: the lock, or a multi lock's name
-// that kept it out.
 func (a *acquisition) heldSubject() string {
 	if a.kind == multiLock && a.blocker != "" {
 		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)

@@ -4,15 +4,12 @@ import (
 	"time"
 )
 
-// alarms rings what a Client times without Redis (see timedQueue): the
-// locks' safe deadlines (hold.onSafeDeadline) and maximum holds
-// (hold.onMaxHold), and the rooms left idle (waitRooms.closeIdle). Setting
-// an alarm for later than the timer's next firing, moving one later and
-// cancelling one touch no runtime timer, so an uncontended acquire +
-// release, whose deadline is always later than the one armed before it,
-// costs no timer operation. Each alarm rings on a goroutine of its own,
-// so a slow one (a user's logger or Observer) delays no other, and none
-// waits for Redis.
+// alarms rings what a Client times without Redis: safe deadlines, maximum
+// holds, idle rooms. Setting an alarm later than the next firing, moving
+// one later or cancelling one touches no runtime timer, so an uncontended
+// acquire + release (each deadline later than the last) costs none. Each
+// rings on a goroutine of its own: a slow one (a user's logger or
+// Observer) delays no other.
 type alarms struct {
 	bg *background
 	timedQueue[*alarm]
@@ -25,8 +22,7 @@ type alarm struct {
 	index int // in the heap; -1 when not in it
 }
 
-// ringer is what an alarm rings: a small type per kind of alarm, over
-// its owner (a pointer conversion: no allocation).
+// ringer is what an alarm rings: a small type over its owner (no allocation).
 type ringer interface{ ring() }
 
 type (
@@ -48,7 +44,6 @@ func newAlarms(bg *background) *alarms {
 	return as
 }
 
-// set makes a ring at at (again, if it was set or has rung).
 func (as *alarms) set(a *alarm, at time.Time) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
@@ -56,14 +51,12 @@ func (as *alarms) set(a *alarm, at time.Time) {
 	as.setLocked(a)
 }
 
-// cancel makes sure a does not ring (unless it is ringing already).
 func (as *alarms) cancel(a *alarm) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.removeLocked(a)
 }
 
-// ringAll rings the alarms that are due, each on a goroutine of its own.
 func (as *alarms) ringAll(due []*alarm) {
 	for _, a := range due {
 		if as.bg.enter() {
@@ -75,8 +68,7 @@ func (as *alarms) ringAll(due []*alarm) {
 	}
 }
 
-// held returns the holds whose safe-deadline alarms are set: every lock of
-// the Client whose hold has not ended.
+// held returns the holds whose hold has not ended (safe-deadline alarm set).
 func (as *alarms) held() []*hold {
 	as.mu.Lock()
 	defer as.mu.Unlock()

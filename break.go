@@ -6,31 +6,18 @@ import (
 )
 
 // Break ends the lock called name whatever its token, for operators: a
-// holder that is stuck (a process hung but alive, its watchdog still
-// extending) and that no one can stop. Applications must not call it to
-// take a lock: the holder is not told at once, and until its next
-// extension it still believes it holds the lock, so two holders may work
-// at the same time. Only fences make that safe.
+// holder that is stuck (hung but alive, its watchdog still extending).
+// Applications must not call it to take a lock: the holder believes it
+// holds the lock until its next extension, so two may work at once.
 //
-// It acts as the holder's release would, in one script: the lock goes to
-// the first waiter queued on the server whose place has not lapsed (which
-// takes it as from a release), or, with nobody in line, the key is
-// deleted and the release announced to the waiters that listen. The
-// holder learns at its next extension (by default within TTL/3): the lock
-// is lost with reason Taken when a waiter has it, Expired when the key is
-// gone; its context is cancelled then. A fenced holder's fence is already
-// below that of any later holder (fences only grow), so a resource that
-// checks fences turns its late writes away.
-//
-// A name held shared loses every share at once, and a semaphore every
-// slot (its holders learn at their next extension, reason Expired; the
-// semaphore's waiters are told, and take the slots).
-//
-// It returns what the lock held just before (Info.Held is false when there
-// was nothing to break, which is not an error), and logs it at Warn on the
-// Client's logger, without the token. On a quorum Client it deletes the
-// key on every node (a quorum has no queue) and reports each in
-// Info.Nodes. Errors are those of Inspect.
+// It acts as the holder's release would: the lock goes to the first waiter
+// queued on the server, or the key is deleted and the release announced.
+// The holder learns at its next extension (reason Taken, or Expired when
+// the key is gone); a name held shared loses every share, a semaphore
+// every slot. It returns what the lock held just before (Info.Held false:
+// nothing to break, not an error) and logs it at Warn, without the token.
+// On a quorum Client it deletes the key on every node (Info.Nodes).
+// Errors are Inspect's.
 func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
 	if err != nil {

@@ -8,52 +8,36 @@ import (
 )
 
 // Client takes locks on one Redis deployment (New) or on a majority of
-// independent servers (NewQuorum). It is safe for concurrent use; create one
-// per Redis client and share it. Make it with New or NewQuorum: a zero
-// Client (or a nil *Client) has no Redis client, and every method returns
-// an error matching ErrInvalidArgument that says so.
+// independent servers (NewQuorum). It is safe for concurrent use; create
+// one per Redis client and share it. A zero Client (or a nil *Client) has
+// no Redis client, and every method returns an error matching
+// ErrInvalidArgument that says so.
 //
-// A Client needs no closing to be freed: its watchdog runs a goroutine only
-// while a batch of extensions is under way, its pub/sub reader only while
-// one of its goroutines waits for a lock (and 100 ms after), and with
-// nothing held and nobody waiting it holds no timer. Close it on shutdown
-// all the same (see Close): its locks are then released at once, so that
-// another instance takes over without waiting for their TTL.
+// A Client needs no closing to be freed: with nothing held and nobody
+// waiting it holds no goroutine, timer or connection. Close it on shutdown
+// all the same: its locks are then released at once, so that another
+// instance takes over without waiting for their TTL.
 type Client struct {
-	store store
-	opts  options // the defaults; never written after the constructor
-	// notify is the client that hears release announcements; nil: none.
-	notify redis.UniversalClient
-	// publish is the command the release script announces with, boxed
-	// once for the prepared commands (see lockRef).
-	publish any
-	// defaultsErr is what resolve reports for a call without options of
-	// its own.
-	defaultsErr error
+	store       store
+	opts        options               // the defaults; never written after the constructor
+	notify      redis.UniversalClient // hears release announcements; nil: none
+	publish     any                   // the release script's announcement command, boxed once
+	defaultsErr error                 // what resolve reports for a call without options
 
-	// closing is closed by Close: waiting callers give up with ErrClosed.
-	closing chan struct{}
-	closed  atomic.Bool // Close was called
-	// calls counts the Acquire and RunWithLock calls under way; Close
-	// waits for them (see background).
-	calls background
-	// bg counts the timer callbacks and goroutines of the Client's
-	// watchdog, alarms and janitor.
-	bg background
+	closing chan struct{} // closed by Close: waiting callers give up with ErrClosed
+	closed  atomic.Bool
+	calls   background // the acquiring calls under way, which Close waits for
+	bg      background // the timer callbacks and goroutines of the watchdog, alarms and janitor
 
-	// serverChecked: the first lock's look at the server (see
-	// checkServer) is done.
-	serverChecked sync.Once
-
-	init      sync.Once
-	scheduler *scheduler
-	deadlines *alarms
-	waiting   *waitRooms
-	cleaner   *janitor
+	serverChecked sync.Once // the first lock's look at the server (see checkServer)
+	init          sync.Once
+	scheduler     *scheduler
+	deadlines     *alarms
+	waiting       *waitRooms
+	cleaner       *janitor
 }
 
-// newClient is the one constructor behind New and NewQuorum: everything a
-// call reads is set here, before the Client is shared.
+// newClient is the one constructor behind New and NewQuorum.
 func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
 	o.ttlArg = o.ttl.Milliseconds()
 	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
@@ -64,14 +48,10 @@ func newClient(st store, notify redis.UniversalClient, publish any, o options, c
 	return c
 }
 
-// errNotFromNew is what every method of a Client that did not come from
-// New or NewQuorum (a zero value, a nil pointer) returns: it has no Redis
-// client, no defaults and nothing to wait with.
+// errNotFromNew is what every method of a zero or nil Client returns.
 var errNotFromNew = invalidf("a zero-value Client has no Redis client: make one with redislock.New (or NewQuorum)")
 
-// usable returns errNotFromNew for a Client that did not come from New or
-// NewQuorum, which always set store; nil otherwise. Every exported method
-// calls it first.
+// usable is the first check of every exported method.
 func (c *Client) usable() error {
 	if c == nil || c.store == nil {
 		return errNotFromNew
@@ -79,29 +59,22 @@ func (c *Client) usable() error {
 	return nil
 }
 
-// watchdog returns the Client's scheduler of extensions.
 func (c *Client) watchdog() *scheduler {
 	c.init.Do(c.setup)
 	return c.scheduler
 }
 
-// alarms returns the Client's timer of safe deadlines.
 func (c *Client) alarms() *alarms {
 	c.init.Do(c.setup)
 	return c.deadlines
 }
 
-// rooms returns the Client's waiting rooms.
 func (c *Client) rooms() *waitRooms {
 	c.init.Do(c.setup)
 	return c.waiting
 }
 
-// janitor returns the Client's background releaser of abandoned tokens.
-func (c *Client) janitor() *janitor { return c.cleaner }
-
-// setup creates the watchdog, alarms, janitor and waiting rooms on first
-// use. It writes nothing a call reads without them.
+// setup creates the watchdog, alarms and waiting rooms on first use.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store, &c.bg)
 	if watchable(c.notify) {
@@ -131,16 +104,13 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
-// background counts work that Close must wait for: Acquire calls, or the
-// timer callbacks and goroutines of a Client. Once closed, nothing new
-// starts.
+// background counts work that Close waits for; once closed, nothing new starts.
 type background struct {
 	mu     sync.RWMutex // read-locked by enter: Acquire calls do not queue on it
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// enter registers one piece of work, or returns false after close.
 func (b *background) enter() bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -153,8 +123,6 @@ func (b *background) enter() bool {
 
 func (b *background) exit() { b.wg.Done() }
 
-// close lets nothing new start and returns a channel closed once what
-// was under way is done.
 func (b *background) close() <-chan struct{} {
 	b.mu.Lock()
 	b.closed = true
@@ -191,13 +159,9 @@ func applyOptions(o *options, opts []Option) {
 	}
 }
 
-// resolve returns the client's defaults overridden by one call's options.
-//
-// Without options of its own a call shares the Client's defaults, which
-// nothing writes after the constructor: the locks it take point at them.
+// resolve returns the defaults overridden by a call's options (shared without).
 func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
-		// The common call: the defaults, checked once.
 		return &c.opts, c.defaultsErr
 	}
 	o := new(options)

@@ -6,23 +6,17 @@ import (
 	"time"
 )
 
-// Close shuts the Client down gracefully, for a process that is told to
-// stop (a pod that gets SIGTERM).
-//
-// From the call on, Acquire and RunWithLock return an error matching
-// ErrClosed, also to the callers that were waiting for a lock. Close waits
-// for attempts under way, then releases every lock the Client holds, in one
-// pipeline bounded by ctx, so that another instance can take each at once
-// instead of after its TTL; each lock's context is cancelled first, with a
-// cause matching ErrClosed (RunWithLock's fn sees it through its ctx).
-// Tokens the Client was still giving back in the background get one last
-// try. Close returns once no goroutine, timer or pub/sub connection of the
-// Client is left, or when ctx ends first (with ctx's error; what is left
-// then stops by itself soon after).
-//
-// It returns nil when every lock was released, or an error saying how many
-// could not be (they expire after their TTL). A second Close returns nil.
-// Close does not close the go-redis client, which the caller owns.
+// Close shuts the Client down for a process told to stop. From the call
+// on, the acquiring calls return an error matching ErrClosed, also to the
+// callers that were waiting. Close waits for attempts under way, then
+// releases every lock the Client holds in one pipeline bounded by ctx (each
+// lock's context is cancelled first, with a cause matching ErrClosed), so
+// that another instance can take each at once, and gives background
+// give-backs one last try. It returns once no goroutine, timer or pub/sub
+// connection of the Client is left, or when ctx ends (with ctx's error);
+// nil when every lock was released, else an error saying how many were not
+// (they expire after their TTL). A second Close returns nil. It does not
+// close the go-redis client.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -38,18 +32,16 @@ func (c *Client) Close(ctx context.Context) error {
 	select {
 	case <-c.calls.close():
 	case <-ctx.Done():
-		// An attempt that succeeds from now on gives its lock back (see
-		// call.handOut).
+		// An attempt that succeeds from now on gives its lock back (handOut).
 		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
 	}
 	c.init.Do(c.setup)
 	refs := c.endHeld()
 	watchDone := c.scheduler.close()
 	c.deadlines.close()
-	// What goes over the network runs on a goroutine of its own: go-redis
-	// may not honour ctx's deadline while it reads, and Close returns by
-	// that deadline whatever the network does. What is left then stops
-	// by itself, at the go-redis client's timeouts.
+	// The network part runs on a goroutine of its own: go-redis may not
+	// honour ctx's deadline while it reads, and Close returns by that
+	// deadline; what is left stops at the go-redis client's timeouts.
 	released := make(chan error, 1)
 	go func() {
 		err := c.releaseAll(ctx, refs)
@@ -67,9 +59,7 @@ func (c *Client) Close(ctx context.Context) error {
 	return join(err, c.wait(ctx, watchDone))
 }
 
-// wait waits, within ctx, until no goroutine or timer of the Client is
-// left: the watchdog's and alarms', the batcher's, the restart watch's
-// (watchDone, nil if none).
+// wait waits, within ctx, until no goroutine or timer of the Client is left.
 func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 	idle := c.store.idle()
 	for _, step := range []struct {
@@ -88,9 +78,8 @@ func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 	return nil
 }
 
-// endHeld ends every hold of the Client with ErrClosed (their contexts
-// are cancelled now, whatever the network does) and returns what is left
-// to release: the locks no Release is sending.
+// endHeld ends every hold with ErrClosed now, and returns what is left to
+// release: the locks no Release is sending.
 func (c *Client) endHeld() []*lockRef {
 	var refs []*lockRef
 	for _, l := range c.deadlines.held() {
@@ -114,7 +103,6 @@ func (c *Client) endHeld() []*lockRef {
 	return refs
 }
 
-// releaseAll releases refs in one round, and says how many could not be.
 func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
 	if len(refs) == 0 {
 		return nil

@@ -9,14 +9,11 @@ import (
 )
 
 // Sentinel errors. Every error this package returns wraps one of them, a
-// Redis error, or ctx.Err() (a call whose ctx ended before it could decide
-// anything returns ctx.Err() itself), so match with [errors.Is], never
-// with ==: most are wrapped to add the lock name, and some are joined with
-// ctx.Err().
+// Redis error, or ctx.Err() (returned as it is when ctx ended before
+// anything was decided): match with [errors.Is], never with ==.
 var (
-	// ErrNotAcquired means someone else holds the lock and the retry
-	// strategy (if any) ran out, or the context ended while waiting; in the
-	// latter case the error also matches ctx.Err().
+	// ErrNotAcquired means someone else holds the lock and the retry strategy
+	// ran out, or ctx ended while waiting (the error then matches ctx.Err()).
 	ErrNotAcquired = errors.New("redislock: not acquired")
 
 	// ErrNotHeld is returned by Release, Extend and TTL on a lock that is no
@@ -26,43 +23,33 @@ var (
 	// ErrLockLost matches every *LostError: the lock was lost while held.
 	ErrLockLost = errors.New("redislock: lock lost")
 
-	// ErrReleased is the cause of Lock.Context() after the holder released
-	// the lock.
+	// ErrReleased is the cause of Lock.Context() after Release.
 	ErrReleased = errors.New("redislock: lock released")
 
 	// ErrReplicaAck means fewer replicas than WithReplicaAck asked for
-	// acknowledged a write in time. After Acquire, the lock was released
-	// again; during a hold, the extension does not count as confirmed (the
-	// watchdog retries it until the safe deadline).
+	// acknowledged a write in time: the acquired lock was released again, an
+	// extension does not count as confirmed (the watchdog retries it).
 	ErrReplicaAck = errors.New("redislock: not acknowledged by enough replicas")
 
-	// ErrClosed is returned by Acquire and RunWithLock on a Client after
-	// Close, also to callers that were waiting when Close began, and is the
-	// cause of the contexts of the locks that Close released.
+	// ErrClosed is returned by the calls of a closed Client, also to waiting
+	// ones, and is the cause of the contexts of the locks Close released.
 	ErrClosed = errors.New("redislock: client closed")
 
-	// ErrNotALock is matched by the errors of Client.Inspect and
-	// Client.Break when the lock's key (or its fence counter, or its
-	// waiters' queue) holds a value of another type: someone else's data
-	// under the lock's name, not a lock. Acquire, AcquireShared,
-	// AcquireMulti, AcquireSemaphore and Elect fail with an error that
-	// matches it too when a key they need holds another type, including a
-	// lock of another kind under the same name (a semaphore where a lock
-	// is asked for, or the other way round); that error wraps Redis'
-	// WRONGTYPE error. (Extend and Release of a lock whose key was
-	// overwritten report ErrNotHeld: the lock is gone.)
+	// ErrNotALock is matched by the errors of Inspect, Break and the
+	// acquiring calls when a key they need (the lock's, its fence counter,
+	// its queue) holds a value of another type, a lock of another kind
+	// included; those wrap Redis' WRONGTYPE error. (Extend and Release of an
+	// overwritten key report ErrNotHeld: the lock is gone.)
 	ErrNotALock = errors.New("redislock: not a lock")
 
-	// ErrInvalidArgument is wrapped by every error about bad input: an empty
-	// name, a TTL outside MinTTL..MaxTTL (10ms..24h), a nil client, a
-	// Client not made by New, and so on. Such calls never touch
-	// the network.
+	// ErrInvalidArgument is wrapped by every error about bad input (an
+	// empty name, a TTL outside MinTTL..MaxTTL, a nil client, a Client not
+	// made by New...). Such calls never touch the network.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 
-	// ErrLimitMismatch is returned by AcquireSemaphore when the
-	// semaphore's current holders use another limit: one name has one
-	// limit at a time (it may change once every holder has left). It does
-	// not match ErrNotAcquired or ErrInvalidArgument.
+	// ErrLimitMismatch is returned by AcquireSemaphore when the holders use
+	// another limit (it may change once every holder has left). It matches
+	// neither ErrNotAcquired nor ErrInvalidArgument.
 	ErrLimitMismatch = errors.New("redislock: semaphore limit differs from its holders'")
 )
 
@@ -102,15 +89,13 @@ func (r LostReason) String() string {
 // the lock's context (see [context.Cause]) and matches [ErrLockLost] with
 // [errors.Is]; use [errors.As] to read the reason.
 type LostError struct {
-	// Name is the lock name given to Acquire. For a lock from
-	// AcquireMulti, the name found gone or held by another holder, or
-	// its first name when the whole lock was lost at once (unreachable,
-	// maximum hold).
+	// Name is the lock name given to Acquire; for a lock from AcquireMulti,
+	// the name found gone or taken, or its first name when the whole lock
+	// was lost at once (unreachable, maximum hold).
 	Name string
 	// Reason says why the lock was lost.
 	Reason LostReason
-	// HeldFor is how long the lock had been held, from the send time of the
-	// acquiring command to the loss.
+	// HeldFor is how long the lock was held, from its acquiring command's send.
 	HeldFor time.Duration
 	// Err is the last Redis error seen before an Unreachable loss, if any.
 	Err error
@@ -131,17 +116,15 @@ func (e *LostError) Is(target error) bool { return target == ErrLockLost }
 // Unwrap returns the last Redis error seen, if any.
 func (e *LostError) Unwrap() error { return e.Err }
 
-// errNilLock is what the methods of a nil *Lock (what a failed Acquire
-// returns) report.
+// errNilLock is what the methods of a nil *Lock (a failed Acquire's) report.
 var errNilLock = fmt.Errorf("%w: nil *Lock (a failed Acquire returns no lock)", ErrNotHeld)
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// join is errors.Join on one line: it matches every non-nil err (errors.Is
-// and errors.As see them all) and its message is theirs separated by "; ",
-// so that a log record stays one line. nil when all are nil.
+// join is errors.Join on one line: it matches every non-nil err, and its
+// message is theirs joined by "; ", so a log record stays one line.
 func join(errs ...error) error {
 	var e joinError
 	for _, err := range errs {
@@ -173,8 +156,7 @@ func (e *joinError) Error() string {
 
 func (e *joinError) Unwrap() []error { return e.errs }
 
-// oneLine replaces the line breaks of msg (a user's error, errors.Join's
-// output) by "; ".
+// oneLine replaces the line breaks of msg by "; ".
 func oneLine(msg string) string {
 	if !strings.ContainsAny(msg, "\r\n") {
 		return msg
@@ -182,7 +164,6 @@ func oneLine(msg string) string {
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
 
-// count writes n things, "1 attempt" or "2 attempts", for messages.
 func count(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing

@@ -11,13 +11,11 @@ import (
 )
 
 // Extend resets the lock's lease to ttl from now, and makes ttl the lease
-// that later watchdog extensions renew (their interval becomes ttl/3,
-// unless WithExtendInterval set a shorter one). It waits for an extension
-// by the watchdog that is under way.
-//
-// It returns ErrInvalidArgument for a ttl outside MinTTL (10ms) to MaxTTL
-// (24h), ErrNotHeld when the lock is no longer ours (then the lock's
-// context is cancelled with the loss, if it was not already), or the Redis
+// that later watchdog extensions renew (every ttl/3, unless
+// WithExtendInterval set a shorter interval). It waits for a watchdog
+// extension under way. It returns ErrInvalidArgument for a ttl outside
+// MinTTL..MaxTTL, ErrNotHeld when the lock is no longer ours (its context
+// is then cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
@@ -53,30 +51,26 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		interval := l.h.interval
 		l.h.mu.Unlock()
 		if l.h.opts.watchdog {
-			// The next extension is due an interval from now, not at
-			// the old schedule: a shorter lease would run out first.
+			// Due an interval from now: a shorter lease would run out first.
 			l.h.client.watchdog().schedule(l.h, time.Now().Add(interval), interval)
 		}
 	}
 	return err
 }
 
-// extendRequest is l's extension to ttl, for the store.
 func (l *hold) extendRequest(ttl time.Duration) extendRequest {
 	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
 }
 
-// extendOnce sends one extension and records its outcome. The caller
-// holds l.extending.
+// extendOnce sends one extension and records it; the caller holds l.extending.
 func (l *hold) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
 	sent := time.Now()
 	reply, err := l.client.store.extend(ctx, l.extendRequest(ttl))
 	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
-// recordExtension records the outcome of an extension sent at sent: a
-// confirmed one moves the safe deadline; a "not ours" reply loses the lock;
-// an error is kept for the Unreachable loss it may turn into.
+// recordExtension: a confirmed extension moves the safe deadline, "not ours"
+// loses the lock, an error is kept for the Unreachable loss it may become.
 func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
 	switch {
 	case err != nil:

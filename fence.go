@@ -2,36 +2,21 @@ package redislock
 
 import "context"
 
-// Fencing tokens.
-//
-// A lock taken with WithFencing also increments a counter, in the same
-// Lua script and round trip as the SET, and hands the new value to the
-// holder: Lock.Fence, or FenceFromContext inside the work. Every acquisition
-// gets a number strictly greater than every earlier one of the same name; a
-// failed attempt takes none. The resource the lock protects must remember
-// the highest fence it accepted and refuse writes that carry a lower one:
+// Fencing tokens. A lock taken with WithFencing also increments a counter,
+// in the same script, and hands the holder the new value: above every
+// earlier acquisition's of the name (a failed attempt takes none). The
+// protected resource refuses writes that carry a lower fence than the
+// highest it accepted, so a holder that lost its lock without knowing (a
+// long GC pause, a frozen VM) is harmless:
 //
 //	UPDATE settlement SET status = 'done', fence = :fence
 //	WHERE  settle_date = :date AND fence < :fence;
 //
-// That is what makes a holder that lost its lock without knowing (a long GC
-// pause, a frozen VM) harmless: its write carries an older number.
-//
-// The counter's lifecycle: it lives at the key "<lock key>:fence", in the
-// same hash slot as the lock, created at the first fenced acquisition, and
-// it has no expiry: it must outlive every holder, so it is never deleted by
-// this package. It costs one small integer key per lock name. Plain locks
-// never touch it.
-//
-// Fences never go backwards, even when the counter is lost (a restart
-// without persistence, eviction, FLUSHALL), restored from an older
-// snapshot, or promoted from a replica that missed writes: the script
-// raises a counter that is below the server's clock (TIME, in
-// microseconds) to it. Fences are therefore about 1.8e15 (an int64, and a
-// JavaScript-safe number until the 2250s), consecutive holders differ by
-// the microseconds between them (at least 1), and the guarantee holds as
-// long as the servers' clocks do not step back by more than the outage
-// lasted.
+// The counter lives at "<lock key>:fence", without expiry (it must outlive
+// every holder). Fences never go backwards, even when it is lost or
+// restored from an older copy: the script raises a counter below the
+// server's clock (TIME, in µs) to it, so fences are about 1.8e15; this
+// holds while the servers' clocks do not step back more than an outage lasts.
 
 // lockKey is the context key under which a lock's context and
 // RunWithLock's fn context carry the *Lock.

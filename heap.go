@@ -6,18 +6,14 @@ import (
 	"time"
 )
 
-// timeHeap is the one min-heap of the package: items ordered by a time
-// (the watchdog's due extensions, the safe-deadline alarms, the janitor's
-// clean-ups), each keeping its own index, so that it can be moved or taken
-// out in O(log n). when and slot say where an item keeps its time and its
-// index (-1: not in the heap). The owner's mutex guards it.
+// timeHeap is a min-heap by time whose items keep their index (-1: out; see
+// slot), so that one can be moved or removed in O(log n).
 type timeHeap[T any] struct {
 	items []T
 	when  func(T) time.Time
 	slot  func(T) *int
 }
 
-// set puts x in the heap, or moves it after its time changed.
 func (h *timeHeap[T]) set(x T) {
 	if i := *h.slot(x); i >= 0 {
 		heap.Fix(h, i)
@@ -26,14 +22,12 @@ func (h *timeHeap[T]) set(x T) {
 	heap.Push(h, x)
 }
 
-// remove takes x out, if it is in.
 func (h *timeHeap[T]) remove(x T) {
 	if i := *h.slot(x); i >= 0 {
 		heap.Remove(h, i)
 	}
 }
 
-// first returns the earliest item; ok is false when the heap is empty.
 func (h *timeHeap[T]) first() (x T, ok bool) {
 	if len(h.items) == 0 {
 		return x, false
@@ -41,7 +35,6 @@ func (h *timeHeap[T]) first() (x T, ok bool) {
 	return h.items[0], true
 }
 
-// popDue takes out the earliest item if its time is at or before due.
 func (h *timeHeap[T]) popDue(due time.Time) (x T, ok bool) {
 	if len(h.items) == 0 || h.when(h.items[0]).After(due) {
 		return x, false
@@ -72,34 +65,27 @@ func (h *timeHeap[T]) Pop() any {
 	return item
 }
 
-// timedQueue is the one timed queue behind a Client's watchdog (due
-// extensions), alarms (safe deadlines, maximum holds, idle rooms) and
-// janitor (give-backs): items due at a time, taken in rounds by one
-// lazyTimer on its own goroutine. A round hands every item that is due
-// (or within slack of it) to run, without the mutex; rounds follow each
-// other until none is due, and the timer is then set for the next item,
-// or stopped when none is left. So a queue owns no goroutine between
-// rounds and one during them. Its owner embeds it, and guards its own
-// state with mu.
+// timedQueue is the one timed queue behind a Client's watchdog, alarms and
+// janitor: items due at a time, taken in rounds by one lazyTimer. A round
+// hands everything due (or within slack) to run, without the mutex, until
+// nothing is due; then the timer is set for the next item, or stopped, so
+// no goroutine runs between rounds. Its owner embeds it and uses its mu.
 type timedQueue[T any] struct {
 	mu    sync.Mutex
 	items timeHeap[T]
 	timer lazyTimer
 	busy  bool // a round is running: it sets the timer when done
-	// slack is how early an item may join a round (nil: not early);
-	// run runs one round; beforeRounds and idle, when set, run with mu
-	// held when rounds begin and when the queue is left empty.
+	// slack: how early an item may join a round; beforeRounds and idle run
+	// with mu held as rounds begin and when the queue empties.
 	slack        func(T) time.Duration
 	run          func(due []T)
 	beforeRounds func(now time.Time)
 	idle         func()
-	// also, when not zero, is another time the timer must fire at (the
-	// watchdog's restart watch, see scheduler).
+	// also: another time to fire at (the restart watch, see scheduler).
 	also time.Time
 }
 
-// init sets the queue up: when and slot say where an item keeps its time
-// and its place (see timeHeap); rounds run while bg lets new work start.
+// init sets the queue up; rounds run while bg lets new work start.
 func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
 	q.items.when, q.items.slot, q.run = when, slot, run
 	q.timer.fire = func() {
@@ -110,18 +96,15 @@ func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T
 	}
 }
 
-// setLocked puts x in the queue, or moves it after its time changed.
 func (q *timedQueue[T]) setLocked(x T) {
 	q.items.set(x)
 	q.armLocked()
 }
 
-// removeLocked takes x out, if it is in.
 func (q *timedQueue[T]) removeLocked(x T) {
 	q.items.remove(x)
 	if q.items.Len() == 0 && !q.busy {
-		// Nothing left: a set timer would keep the Client alive until
-		// it fires (see lazyTimer.stop).
+		// A set timer would keep the Client alive until it fires.
 		q.timer.stop()
 		if q.idle != nil {
 			q.idle()
@@ -129,8 +112,7 @@ func (q *timedQueue[T]) removeLocked(x T) {
 	}
 }
 
-// armLocked sets the timer for the earliest item (or also), unless a
-// round is running: it sets the timer when done.
+// armLocked sets the timer for the earliest item (or also), unless a round runs.
 func (q *timedQueue[T]) armLocked() {
 	if q.busy {
 		return
@@ -144,13 +126,11 @@ func (q *timedQueue[T]) armLocked() {
 	}
 }
 
-// fire runs on the timer's goroutine: the rounds of what is due, then the
-// timer for the next.
+// fire runs the rounds of what is due, then sets the timer for the next.
 func (q *timedQueue[T]) fire() {
 	q.mu.Lock()
 	if q.busy {
-		// An arm raced a firing that is already running: it will set
-		// the timer when done.
+		// An arm raced a running firing, which sets the timer when done.
 		q.mu.Unlock()
 		return
 	}
@@ -175,7 +155,6 @@ func (q *timedQueue[T]) fire() {
 	q.mu.Unlock()
 }
 
-// takeDueLocked takes out every item due at now (or within its slack).
 func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	var due []T
 	for {
@@ -195,7 +174,6 @@ func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	}
 }
 
-// close stops the timer for good (Client.Close): later arms do nothing.
 func (q *timedQueue[T]) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -9,20 +9,15 @@ import (
 	"time"
 )
 
-// How a hold ends. Whatever ends it (Release, a loss found by an
-// extension or by the safe-deadline alarm, the maximum hold, Client.Close)
-// goes through end, once: the first cause wins, and every later one finds
-// the hold ended and does nothing.
-
-// end ends the hold with cause: ErrReleased (Release), a *LostError (a
-// loss, including the maximum hold), or an error matching ErrClosed
-// (Client.Close). It returns false if the hold had ended before. Otherwise,
-// in this order: the hold is marked ended (so extensions send nothing more
-// and accessors report ErrNotHeld), its timers are stopped, it leaves the
-// watchdog, a loss is logged and observed, and the lock's context is
-// cancelled with cause, so that whoever sees the context done also finds
-// the log line and the metric. It returns this Client's waiters for the
-// lock (nil if none): the caller hands them the turn.
+// end ends the hold with cause, once: ErrReleased (Release), a *LostError
+// (a loss, the maximum hold included) or an error matching ErrClosed
+// (Client.Close); every later cause finds it ended, and it returns false.
+// In this order: the hold is marked ended (extensions send nothing more,
+// accessors report ErrNotHeld), its timers stop, it leaves the watchdog, a
+// loss is logged and observed, and the lock's context is cancelled, so
+// that whoever sees the context done also finds the log line and metric.
+// It returns this Client's waiters for the lock (nil if none): the caller
+// hands them the turn.
 func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -48,8 +43,7 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 }
 
 // lose ends the hold by a loss, unless it ended before (a loss found after
-// a Release is the release's to report), and hands the turn to this
-// Client's next waiter.
+// a Release is the release's to report), and hands the turn on.
 func (l *hold) lose(reason LostReason, cause error) {
 	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
 	if room, ok := l.end(lost); ok && room != nil {
@@ -57,8 +51,7 @@ func (l *hold) lose(reason LostReason, cause error) {
 	}
 }
 
-// cancelLocked cancels the lock's context (now, or when it is made) with
-// cause, unless it was cancelled before: the first cause stays.
+// cancelLocked cancels the lock's context (now, or when made); the first cause stays.
 func (l *hold) cancelLocked(cause error) {
 	if l.doneCause == nil {
 		l.doneCause = cause
@@ -68,9 +61,8 @@ func (l *hold) cancelLocked(cause error) {
 	}
 }
 
-// onSafeDeadline runs when the lock's alarm rings (on a goroutine of its
-// own, see alarms), independent of any Redis call under way, so that a
-// stalled connection cannot delay the loss signal.
+// onSafeDeadline runs on the alarm's own goroutine, apart from any Redis
+// call under way, so that a stalled connection cannot delay the loss.
 func (l *hold) onSafeDeadline() {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -91,13 +83,11 @@ func (l *hold) onSafeDeadline() {
 	l.lose(reason, lastErr)
 }
 
-// onMaxHold ends the hold at its maximum, unless it ended first (a Release
-// racing the timer is a release, not a loss).
+// onMaxHold: a Release racing the timer is a release, not a loss.
 func (l *hold) onMaxHold() { l.lose(MaxHoldReached, nil) }
 
-// announceLoss logs the loss and reports it to the Observer. A lease that
-// ran out with the watchdog off is what the user chose: Info. Every other
-// loss is one the user did not plan: Error.
+// announceLoss logs and observes a loss: at Info when the lease ran out
+// with the watchdog off (the user's choice), else at Error.
 func (l *hold) announceLoss(lost *LostError) {
 	level := slog.LevelError
 	if lost.Reason == Expired && !l.opts.watchdog {
@@ -116,13 +106,11 @@ func (l *hold) announceLoss(lost *LostError) {
 // errDropped ends the hold of a Lock dropped without Release.
 var errDropped = errors.New("redislock: lock dropped without Release")
 
-// dropped runs as the finalizer of a Lock that became unreachable while
-// held: nothing references it or its Context, so nobody can release it,
-// and the watchdog would extend it for the life of the process. As
-// os.File closes a file dropped open, the hold ends, the drop is logged at
-// Error with where the lock was acquired, and the key is given back in the
-// background (token-checked, as a Release). It runs on the runtime's
-// finalizer goroutine and does not wait for the network.
+// dropped is the finalizer of a Lock that became unreachable while held:
+// nobody can release it, and the watchdog would extend it for the life of
+// the process. As os.File closes a file dropped open, the hold ends, the
+// drop is logged at Error with where the lock was acquired, and the key is
+// given back in the background; nothing waits for the network.
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()
@@ -141,7 +129,7 @@ func (l *Lock) dropped() {
 	if room != nil {
 		h.client.rooms().leave(room, true)
 	}
-	h.client.janitor().add(&h.ref, time.Now().Add(h.currentTTL()))
+	h.client.cleaner.add(&h.ref, time.Now().Add(h.currentTTL()))
 	heldFor := time.Since(h.acquiredAt)
 	frame, _ := runtime.CallersFrames([]uintptr{h.caller}).Next()
 	h.opts.log().Error("redislock: lock dropped without Release; releasing it",
@@ -151,8 +139,7 @@ func (l *Lock) dropped() {
 	}
 }
 
-// callerPC returns the program counter of the caller skip frames above
-// callerPC's caller: where a lock is acquired, for dropped.
+// callerPC returns the program counter skip frames above callerPC's caller.
 func callerPC(skip int) uintptr {
 	var pc [1]uintptr
 	runtime.Callers(skip+2, pc[:])

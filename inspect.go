@@ -14,62 +14,43 @@ import (
 )
 
 // Info is what Client.Inspect reads of a lock, and what Client.Break found
-// before it broke one. It is a value that nothing in the library keeps or
-// changes after returning it (copies share Nodes). It never holds the
-// holder's token.
+// before breaking it: a value the library does not keep (copies share
+// Nodes). It never holds the holder's token.
 type Info struct {
 	// Name is the lock name; Key its Redis key.
 	Name, Key string
-	// Held tells whether the lock is held. On a quorum Client: by the same
-	// holder on a majority of the nodes.
+	// Held tells whether the lock is held (quorum: by one holder on a majority).
 	Held bool
-	// TTL is the lease left: 0 when the lock is not held, negative when the
-	// key has no expiry (someone removed it by hand: the lock will not
-	// lapse by itself; Break ends it).
+	// TTL is the lease left: 0 when not held, negative when the key has no
+	// expiry (only Break ends it); for shared or semaphore holders, the latest.
 	TTL time.Duration
-	// Metadata is the holder's metadata (see WithMetadata), "" when none.
+	// Metadata is the holder's (see WithMetadata); "" for shared or semaphore holders.
 	Metadata string
-	// Fence is the last fencing token handed out for the name, 0 when no
-	// fenced acquisition happened yet (or the counter was lost). The next
-	// fenced holder gets a larger one. Always 0 on a quorum Client, which
-	// does not fence.
+	// Fence is the last fencing token handed out for the name; 0 when none
+	// yet (or the counter was lost), and always on a quorum Client.
 	Fence int64
-	// Waiters counts the callers waiting for the lock in the server's
-	// queue, on every Client and process: Acquire and RunWithLock calls
-	// with a retry strategy whose place has not lapsed. Always 0 on a
-	// quorum Client, whose waiters poll instead of queueing.
+	// Waiters counts the callers of every Client queued on the server whose
+	// place has not lapsed; always 0 on a quorum Client, whose waiters poll.
 	Waiters int
-	// Shared counts the shared holders (AcquireShared) whose lease is
-	// running when the lock is held shared; 0 when it is held exclusively
-	// or not held. Held is then true, TTL is the latest shared lease's
-	// and Metadata is "" (each shared holder has its own: see Holders).
+	// Shared counts the shared holders whose lease runs; 0 unless held shared.
 	Shared int
-	// Kind says which kind of lock holds the name: "lock" (Acquire,
-	// RunWithLock, Elect, AcquireMulti, and every lock of a quorum
-	// Client), "shared" (AcquireShared) or "semaphore"
-	// (AcquireSemaphore); "" when the name is not held.
+	// Kind says which kind of lock holds the name: "lock" (Acquire, Elect,
+	// AcquireMulti, every lock of a quorum Client), "shared" (AcquireShared)
+	// or "semaphore" (AcquireSemaphore); "" when the name is not held.
 	Kind string
-	// Count is how many hold the name: 1 for a held lock, the shared
-	// holders (as Shared) or the semaphore's holders whose leases are
-	// running; 0 when it is not held.
+	// Count is how many hold the name: 1 for a lock, else the shared or
+	// semaphore holders whose leases run; 0 when not held.
 	Count int
-	// Limit is a semaphore's limit, the one its holders use; 0 for the
-	// other kinds. For a semaphore, TTL is its latest lease's and
-	// Metadata is "" (each holder has its own: see Holders).
+	// Limit is a semaphore's limit, the one its holders use; 0 otherwise.
 	Limit int
-	// Holders describes the shared holders of a lock held shared, and
-	// the holders of a semaphore, each with its metadata and lease left,
-	// the lease that ends first first; at most 100 of them (Count says
-	// how many there are). nil for a lock held exclusively, whose holder
-	// Metadata and TTL describe, and when the name is not held.
+	// Holders: the shared or semaphore holders, each with its metadata and
+	// lease left, the first to end first; at most 100 (Count says how many).
 	Holders []HolderInfo
-	// Nodes is, on a quorum Client (NewQuorum), each node's view, in the
-	// order of the clients given to NewQuorum; nil on any other Client.
+	// Nodes: on a quorum Client, each node's view, in NewQuorum's order.
 	Nodes []NodeInfo
 }
 
-// HolderInfo is one of the holders of a semaphore, or of a lock held
-// shared, in Info.Holders. It never holds the holder's token.
+// HolderInfo is a shared or semaphore holder, in Info.Holders (never its token).
 type HolderInfo struct {
 	// Metadata is the holder's metadata (see WithMetadata), "" when none.
 	Metadata string
@@ -85,39 +66,26 @@ type NodeInfo struct {
 	Held     bool
 	TTL      time.Duration
 	Metadata string
-	// Majority tells whether the node holds the value that a majority
-	// holds, the holder Info reports.
+	// Majority tells whether the node holds what a majority holds.
 	Majority bool
 	// Err is why the node could not be read (the fields above are then
 	// zero): a Redis error, ErrNotALock, or a missed per-node timeout.
 	Err error
 }
 
-// Inspect reports the state of the lock called name, under the Client's key
-// prefix, in one round trip: whether it is held and by which kind of lock
-// (an exclusive lock, shared holders, a semaphore), the lease left, the
-// holders' metadata (and, for shared holders and a semaphore's, each one's
-// lease left; a semaphore's limit), the last fence handed out and how many
-// waiters are queued on the server. It runs a script that only reads (so all of it
-// describes one instant), and never sees or returns the holder's token.
-// Anyone may call it: it needs no lock and changes nothing, and it works
-// after Client.Close too. It is also the way to ask who leads an election
-// (Elect): the leader holds the lock.
+// Inspect reports the state of the lock called name in one round trip:
+// whether it is held and by which kind of lock, the lease left, the
+// holders' metadata (and leases, for shared and semaphore holders), the
+// last fence handed out and how many waiters are queued. Its script only
+// reads (one instant) and never sees the token; anyone may call it, also
+// after Client.Close (to ask who leads an election, say). On a quorum
+// Client it reads every node (each within TTL/20) into Info.Nodes.
 //
-// On a quorum Client it reads every node at once (waiting for each at most
-// the per-node timeout, TTL/20) and reports each in Info.Nodes; Info.Held
-// is set when a majority holds the same holder, with that holder's metadata
-// and the lease that a majority still guarantees.
-//
-// Errors:
-//   - ErrInvalidArgument for a nil ctx or a name Acquire would refuse
-//     (nothing is sent);
-//   - ErrNotALock when the lock's key, its fence counter or its queue holds
-//     a value of another type (a sorted set in the lock's key is a
-//     semaphore's);
-//   - on a quorum Client, a *QuorumError when fewer than a majority of the
-//     nodes could be read (Info.Nodes then says what each one did);
-//   - otherwise the Redis error, wrapped with the name.
+// Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
+// (nothing is sent); ErrNotALock when the lock's key, its fence counter or
+// its queue holds a value of another type (a sorted set in the lock's key
+// is a semaphore's); a *QuorumError when fewer than a majority of the
+// nodes could be read; otherwise the Redis error, wrapped with the name.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
 	if err != nil {
@@ -131,8 +99,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	return info, nil
 }
 
-// lockKey checks the arguments of Inspect and Break and returns the lock's
-// key under the Client's prefix.
+// lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	if err := c.usable(); err != nil {
 		return "", err
@@ -150,8 +117,6 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	return names[:keyLen], nil
 }
 
-// stateKeys are the keys the inspect and break scripts read, in the order
-// of lua/state.lua.
 func stateKeys(key string) []string {
 	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }
@@ -168,9 +133,8 @@ func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 	return info, err
 }
 
-// parseState reads the reply of the inspect or break script (see
-// lua/state.lua): the Info, the holder's digest, and break's eleventh
-// element (handed to a waiter).
+// parseState reads lua/state.lua's reply: the Info, the holder's digest, and
+// break's eleventh element (handed to a waiter).
 func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
 	val, err := cmd.Result()
 	if err != nil {
@@ -251,11 +215,8 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	return info, holder, handed, nil
 }
 
-// notALockError says which key holds what instead of a lock (for Inspect
-// and Break the script's words: "lock:{job} holds a hash, not a lock"; for
-// an acquire call Redis' WRONGTYPE error, which a lock of another kind
-// under the same name also meets). It matches ErrNotALock, and wraps
-// Redis' error, if any.
+// notALockError says which key holds what instead of a lock (the script's
+// words, or Redis' WRONGTYPE error); it matches ErrNotALock.
 type notALockError struct {
 	msg string
 	err error // Redis' WRONGTYPE error; nil for a fence counter that is not a number
@@ -265,9 +226,8 @@ func (e notALockError) Error() string        { return e.msg }
 func (e notALockError) Unwrap() error        { return e.err }
 func (e notALockError) Is(target error) bool { return target == ErrNotALock }
 
-// leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL,
-// and a lease about to end (0) to 1ms, so that a held lock never reports
-// the TTL of a free one.
+// leaseLeft converts a held key's PTTL: -1 (no expiry) to a negative TTL, and
+// 0 to 1ms, so that a held lock never reports a free one's TTL.
 func leaseLeft(millis int64) time.Duration {
 	if millis < 0 {
 		return -1
@@ -282,9 +242,7 @@ func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
 	})
 }
 
-// gather runs read (inspect or break) on every node and sums up the
-// answers: what each node holds, and the holder that a majority holds, if
-// any, with the lease that a majority of them still guarantees.
+// gather runs read on every node: what each holds, and the majority's holder.
 func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, error) {
 	start := time.Now()
 	infos := make([]Info, len(q.nodes))
@@ -329,9 +287,8 @@ func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx conte
 	return info, nil
 }
 
-// majorityLease is the needed-th longest of the majority's leases (as
-// quorumStore.pttl): the lease that a majority still guarantees. A lease
-// without expiry (negative) counts as the longest.
+// majorityLease is the needed-th longest of the majority's leases (a lease
+// without expiry counts as the longest).
 func majorityLease(leases []time.Duration, needed int) time.Duration {
 	slices.SortFunc(leases, func(a, b time.Duration) int {
 		switch {

@@ -5,37 +5,28 @@ import (
 	"time"
 )
 
-// The janitor gives back what a caller could not: the key of an acquire
-// attempt whose outcome is unknown (a timeout, a dead connection, a ctx
-// that ended while the command was on its way, which may still reach Redis
-// and take the key for a token nobody has), the place in the server's
-// queue of a waiter that gave up, and the key of a Release that failed.
-//
-// Each is a token-checked release that also leaves the queue (see
-// lua/release.lua, ARGV[4]), so it deletes only a key that holds the
-// token and hands a lock passed to a waiter that left on to the next one.
-// The janitor sends them from one timer per Client, batched in one
-// pipeline per round, retrying with a growing backoff: a sure clean-up (the
-// caller's last reply was read) until any reply comes back, an uncertain
+// The janitor gives back, from one timed queue per Client, what a caller
+// could not: the key an acquire attempt without an answer may still take
+// (a timeout, a dead connection, a ctx that ended on the way), the place
+// in the queue of a waiter that gave up, the key of a failed Release. Each
+// is a token-checked release that also leaves the queue (lua/release.lua,
+// ARGV[4]), so it deletes only a key holding the token and passes on a
+// lock handed to a waiter that left. Rounds are one pipeline, retried with
+// a growing backoff: a sure clean-up until any reply comes, an uncertain
 // one until the key was found and deleted, each at most until its lease
-// can no longer be running. No goroutine per clean-up, none at all while
-// there is nothing to do.
+// can no longer be running.
 type janitor struct {
 	store store
 	timedQueue[*cleanup]
 }
 
-// cleanup is one token to give back.
 type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
-	// uncertain: an acquire attempt whose command may yet reach Redis,
-	// even after a partition longer than its lease (the segments sent
-	// before it arrive when it heals), and take the key with a fresh
-	// lease. Such a clean-up is done once the release deleted the key
-	// (replyDone); until Redis answers it has no end (see
-	// janitorMaxPartition), and from the first answer on it lasts a
-	// lease more: an attempt still on its way lands by then.
+	// uncertain: an attempt whose command may yet reach Redis, even after a
+	// partition longer than its lease, and take the key: done once a release
+	// deleted the key; endless until Redis answers (see janitorMaxPartition),
+	// then a lease more.
 	uncertain bool
 	lease     time.Duration
 	answered  bool
@@ -44,16 +35,14 @@ type cleanup struct {
 	index     int
 }
 
-// Janitor backoff: the first retry after janitorFirstRetry, doubling up
-// to janitorMaxRetry, each round bounded by janitorRoundTimeout.
+// Janitor backoff: from janitorFirstRetry, doubling up to janitorMaxRetry.
 const (
 	janitorFirstRetry   = 10 * time.Millisecond
 	janitorMaxRetry     = 250 * time.Millisecond
 	janitorRoundTimeout = time.Second
-	// janitorMaxPartition bounds how long an uncertain clean-up waits for
-	// Redis to answer at all: about how long Linux retransmits a segment
-	// before it drops the connection (tcp_retries2 = 15, 924.6 s), after
-	// which nothing sent before the partition can arrive.
+	// janitorMaxPartition: about how long Linux retransmits a segment before
+	// it drops the connection (tcp_retries2 = 15, 924.6 s); nothing sent
+	// before a partition can arrive later.
 	janitorMaxPartition = 15*time.Minute + 25*time.Second
 )
 
@@ -63,18 +52,14 @@ func newJanitor(s store, bg *background) *janitor {
 	return j
 }
 
-// add gives ref's token back in the background, now and then until until:
-// a token whose last command's reply was read, so nothing of it can still
-// land.
+// add gives back a token whose last reply was read (nothing can still land), until until.
 func (j *janitor) add(ref *lockRef, until time.Time) {
 	if until.After(time.Now()) {
 		j.push(&cleanup{ref: ref, until: until})
 	}
 }
 
-// addUncertain gives back the key that an acquire attempt without an
-// answer may take under ref's token, for a lease, whenever it lands (see
-// cleanup.uncertain).
+// addUncertain gives back what an attempt without an answer may take (see cleanup.uncertain).
 func (j *janitor) addUncertain(ref *lockRef, lease time.Duration) {
 	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease})
 }
@@ -89,14 +74,12 @@ func (j *janitor) push(c *cleanup) {
 	j.setLocked(c)
 }
 
-// round sends the give-backs that are due, within janitorRoundTimeout.
 func (j *janitor) round(due []*cleanup) {
 	ctx, cancel := context.WithTimeout(context.Background(), janitorRoundTimeout)
 	defer cancel()
 	j.sweep(ctx, due)
 }
 
-// sweep sends one round and puts back what must be tried again.
 func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	refs := make([]*lockRef, len(batch))
 	for i, c := range batch {
@@ -109,9 +92,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	for i, c := range batch {
 		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone)
 		if errs[i] == nil && c.uncertain && !c.answered {
-			// Redis answers again: an attempt still on its way lands
-			// now, and its lease ends a lease from now at the latest.
-			// Look again soon.
+			// Redis answers: an attempt on its way lands now, so a lease more.
 			c.answered, c.tries = true, 0
 			c.until = now.Add(c.lease)
 		}
@@ -124,8 +105,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	}
 }
 
-// flush sends one last round of everything pending, bounded by ctx, and
-// closes the janitor (Client.Close).
+// flush sends one last round of everything pending and closes the janitor.
 func (j *janitor) flush(ctx context.Context) {
 	j.mu.Lock()
 	batch := j.takeDueLocked(time.Now().Add(time.Hour * 24 * 365))
@@ -136,16 +116,14 @@ func (j *janitor) flush(ctx context.Context) {
 	}
 }
 
-// leaveWait bounds how long a waiter that gives up waits for its place in
-// the lock's queue to be taken out (see Client.leave).
+// leaveWait bounds how long a waiter that gives up waits for Client.leave.
 const leaveWait = 250 * time.Millisecond
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, before the waiter returns: a release after that
-// cannot hand it the lock, which would then be held by nobody until the
-// hand-over lapsed. The give-back runs on a goroutine of its own (go-redis
-// may not honour a context's deadline while it reads), waited for at most
-// leaveWait; if it fails, the janitor keeps trying until the place lapses.
+// handed to it meanwhile, before the waiter returns: a later release cannot
+// hand it the lock, held then by nobody until the hand-over lapsed. It runs
+// on a goroutine of its own (go-redis may not honour a deadline while it
+// reads), waited for at most leaveWait; the janitor retries a failure.
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses
@@ -157,7 +135,7 @@ func (c *Client) leave(ref *lockRef) {
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
-			c.janitor().add(ref, time.Now().Add(queueHold))
+			c.cleaner.add(ref, time.Now().Add(queueHold))
 		}
 	}()
 	t := time.NewTimer(leaveWait)

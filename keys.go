@@ -9,14 +9,10 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// Key names come from internal/lockrules, which the redislock command and the
-// redislocktest kit share: the one owner of the layout.
+// Key names come from internal/lockrules, their one owner.
 
-// lockKeys returns the key of the lock called name with the queue's keys
-// after it, "prefix{name}:qx", in one string (the key is its first keyLen
-// bytes), or an invalid-argument error when the name is empty or would
-// not keep the lock's keys in one Redis Cluster hash slot (see
-// lockrules.WithExpiry).
+// lockKeys returns the lock's key and its queue's, "prefix{name}:qx", in one
+// string (the key is its first keyLen bytes), or an invalid-argument error.
 func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	names, keyLen, err = lockrules.WithExpiry(prefix, name)
 	if err != nil {
@@ -28,23 +24,19 @@ func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	return names, keyLen, nil
 }
 
-// handoffTicket is how the release script names the waiter it hands the
-// lock to: the first 16 hex digits of its token's SHA1. The token itself
-// is a secret and is not published.
+// handoffTicket names the waiter a release hands the lock to: the first 16
+// hex digits of its token's SHA1 (the token, a secret, is not published).
 func handoffTicket(token string) string {
 	sum := sha1.Sum([]byte(token))
 	return hex.EncodeToString(sum[:8])
 }
 
-// handoverTagLen is the length of a Client's tag (see waitRooms.tag): 50
-// random bits of base32, so that two Clients waiting for one lock share a
-// channel (and wake for each other's hand-overs) about never.
+// handoverTagLen: 50 random bits, so that two Clients waiting for one lock
+// share a channel about never.
 const handoverTagLen = 10
 
-// waiterToken returns the token of a waiter that queues on the server:
-// its Client's tag, a dot (not base32: the release script finds the tag
-// by it), then the random token. The tag is no secret; the 130 random
-// bits after it are.
+// waiterToken returns a queued waiter's token: its Client's tag, a dot (not
+// base32: the release script finds the tag by it), then 130 random bits.
 func waiterToken(tag string) string {
 	if tag == "" {
 		return rand.Text()
@@ -53,15 +45,11 @@ func waiterToken(tag string) string {
 }
 
 // handoverChannel is where a release announces a hand-over to a waiter of
-// the Client tagged tag (lua/release.lua): the lock's channel, ':', the
-// tag. The lock key's hash tag is in it, so on a cluster it is sharded to
-// the lock's node.
+// the Client tagged tag: the lock's channel (its hash slot), ':', the tag.
 func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }
 
-// sharedToken returns the token of a shared holder (AcquireShared): as
-// waiterToken, under the Client's shared tag, with an 's' (not base32)
-// before the random part, by which the scripts tell a shared waiter in
-// the lock's queue from an exclusive one (see lua/shared_acquire.lua).
+// sharedToken is waiterToken's with an 's' (not base32) before the random
+// part, by which the scripts tell a shared waiter (lua/shared_acquire.lua).
 func sharedToken(tag string) string {
 	if tag == "" {
 		return "s" + rand.Text()

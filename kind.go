@@ -10,19 +10,11 @@ import (
 
 // lockKind is what a lock is on the server, as a value that the one
 // acquisition loop (acquire.go), the one waiting room (waitroom.go) and
-// the store (single.go) read: which scripts take, keep and let go of it,
-// how its waiters wait, and how errors name it. A kind that needs more
-// than a name keeps it in the lock's lockRef: a semaphore its limit, a
-// multi lock its names (multiRef).
-//
-// How waiters wait, by kind: an exclusive, shared or semaphore waiter
-// queues on the server, where the release that lets it in hands it the
-// lock (or its share, or a slot) and says so on its Client's channel; a
-// multi waiter watches the name that keeps it out, whose release is then
-// announced to everyone listening (see lua/handover.lua). In a Client,
-// the callers waiting for one key wait in line in its room, and only the
-// first asks Redis; an exclusive holder keeps that turn until it lets go,
-// so that the next caller's first attempt rides on its release.
+// the store (single.go) read: its scripts, how its waiters wait, its error
+// words. What a kind needs beyond a name is in its lockRef (a semaphore's
+// limit, a multi lock's names). An exclusive, shared or semaphore waiter
+// queues on the server, where the release that lets it in hands it over; a
+// multi waiter watches the name that keeps it out (lua/handover.lua).
 type lockKind uint8
 
 const (
@@ -32,25 +24,20 @@ const (
 	multiLock                     // AcquireMulti's: every name's key holds the token
 )
 
-// what names the call in errors.
 func (k lockKind) what() string {
 	return [...]string{"acquire", "acquire shared", "acquire semaphore", "acquire multi"}[k]
 }
 
-// handsOut is what the call hands out, for the error of WithFailOpen.
 func (k lockKind) handsOut() string {
 	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
 }
 
-// keepsTurn tells whether a holder keeps its Client's turn for the key
-// until it lets go: an exclusive holder does, a shared or semaphore holder
-// passes it on at once (others may hold with it), and so does a multi
-// lock, whose release sends no attempt for a waiter.
+// keepsTurn: an exclusive holder keeps its Client's turn for the key until
+// it lets go; other kinds pass it on (others may hold with them, or their
+// release sends no attempt).
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
 
-// take is the way in of every kind but Acquire (see Client.acquire): it
-// checks the call, lays the lock out (layout fills in what the kind adds
-// to its lockRef), and runs the acquisition.
+// take is the way in of every kind but Acquire's.
 func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
 	o, err := c.callOptions(k, opts)
 	if err != nil {
@@ -59,8 +46,7 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	return c.acquireKind(ctx, k, name, o, layout)
 }
 
-// acquireKind runs the acquisition of a lock of kind k, with its options
-// resolved.
+// acquireKind runs an acquisition with its options resolved.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
 	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
 	if err != nil {
@@ -75,8 +61,7 @@ func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *op
 	return a.run()
 }
 
-// callOptions checks what every acquiring call checks before anything is
-// sent, and returns its options.
+// callOptions checks an acquiring call before anything is sent.
 func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -96,13 +81,11 @@ func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 	return o, c.store.serves(k)
 }
 
-// layoutShared adds a shared hold's keys and arguments to r.
 func layoutShared(o *options, r *lockRef) {
 	r.extraKey = lockrules.Shared(r.key)
 	r.arg = min(handoffClaim, o.ttl).Milliseconds()
 }
 
-// layoutSemaphore returns the layout of a semaphore of limit slots.
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {
 		r.extraKey = r.key + lockrules.LimitSuffix
@@ -112,8 +95,7 @@ func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 
 // The error words of each kind.
 
-// subject names the lock in errors: the name, a semaphore's, or a multi
-// lock's first name and how many more.
+// subject names the lock in errors.
 func (a *acquisition) subject() string {
 	switch a.kind {
 	case semaphoreSlot:
@@ -127,7 +109,6 @@ func (a *acquisition) subject() string {
 	return fmt.Sprintf("%q", a.name)
 }
 
-// heldWords says who keeps the caller out.
 func (a *acquisition) heldWords() string {
 	switch a.kind {
 	case sharedHold:

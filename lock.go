@@ -14,10 +14,10 @@ import (
 )
 
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
-// goroutine that acquired it, and must not be copied. Release it when done:
-// a Lock that becomes unreachable while held is released by the Client and
-// logged at Error (see Lock.dropped). Its Context, and what hangs on it (a
-// child context not cancelled, an AfterFunc not stopped), keep it.
+// goroutine that acquired it, and must not be copied. Release it when
+// done: a Lock that becomes unreachable while held is released by the Client
+// and logged at Error. Its Context, and what hangs on it (a child context not
+// cancelled, an AfterFunc not stopped), keep it.
 type Lock struct {
 	h *hold
 	// ctx is the context Context returned last, held weakly: a Lock must
@@ -26,11 +26,9 @@ type Lock struct {
 	ctx weak.Pointer[lockContext]
 }
 
-// hold is a held lock's state: what the Client's watchdog, alarms and
-// janitor reach. It points back at its Lock only through what hangs on
-// the Lock's context (see Lock.Context), so that a Lock its holder drops
-// becomes unreachable (see Lock.dropped). Its parent context is the
-// caller's, with whatever that keeps alive.
+// hold is a held lock's state, what the Client's watchdog, alarms and
+// janitor reach. It points at its Lock only through what hangs on the Lock's
+// context (see Lock.Context), so a dropped Lock becomes unreachable.
 type hold struct {
 	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
 	// before the Client's scheduler, alarms and janitor mutexes;
@@ -45,11 +43,8 @@ type hold struct {
 	fence      int64
 	acquiredAt time.Time
 
-	// extending serialises extensions (watchdog and Extend), so that the
-	// last confirmed one is also the last one Redis executed. The
-	// watchdog only tries to take it; Extend waits on extendFreed, made
-	// (guarded by mu) only when it has to wait: a hold allocates nothing
-	// for it.
+	// extending serialises extensions, so that the last confirmed is the
+	// last Redis ran. Extend waits on extendFreed (guarded by mu), made only when it must.
 	extending   atomic.Bool
 	extendFreed chan struct{}
 
@@ -62,38 +57,23 @@ type hold struct {
 	lastErr       error         // the last extension error, for an Unreachable loss
 	// ended is what ended the hold (ErrReleased, a *LostError, or an
 	// error matching ErrClosed); nil while held. Set once, by end.
-	ended error
-	// releasing: releaseNone, releaseSending or releaseDone (see
-	// Lock.release).
-	releasing int
-	// The lock's context is made on first use (most holders never ask
-	// for it): parent gives its values; doneCause, once set, is the cause
-	// it is (or will be made) cancelled with. ctx carries no Lock (see
-	// Lock.Context).
+	ended     error
+	releasing int // releaseNone, releaseSending or releaseDone (see hold.release)
+	// The lock's context, made on first use; doneCause, once set, is the
+	// cause it is (or will be) cancelled with. It carries no Lock.
 	parent    context.Context
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	doneCause error
-	// caller is where the lock was acquired (a program counter), for the
-	// log of a Lock dropped while held.
-	caller uintptr
+	caller    uintptr // where the lock was acquired, for the log of a dropped Lock
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends
 }
 
-// start makes l the held lock, acquired with fence by a command sent at
-// sent: the safe-deadline and max-hold timers and the watchdog start.
-func (l *hold) start(ctx context.Context, fence int64, sent time.Time, room *waitRoom) {
-	l.startLeased(ctx, fence, sent, sent, l.opts.ttl, room)
-}
-
-// startLeased is start for a lock whose lease on the server lasts at least
-// lease (at most the TTL) from sent, taken at took: a lock handed over by a
-// release, taken without a claim (see acquisition.handedOver), whose
-// lease is dated from an attempt before the hand-over while the hold
-// (WithMaxHold, HeldFor) counts from the take. When lease is shorter than
-// the TTL, the watchdog extends it to the TTL at once.
+// startLeased makes l the held lock, taken at took by a command sent at
+// sent, leased for at least lease (at most the TTL) from sent: a hand-over's
+// is dated from an earlier attempt; a shorter one is extended at once.
 func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Time, lease time.Duration, room *waitRoom) {
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
@@ -122,7 +102,6 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 // lease: 1% of the TTL plus 2ms, the figure the Redlock description uses.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// currentTTL returns the lease the lock is extended by.
 func (l *hold) currentTTL() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,10 +126,9 @@ func (l *Lock) Key() string {
 	return l.h.ref.key
 }
 
-// Token returns the random token that identifies this acquisition. Treat it
-// as a secret: whoever knows it can release the lock. "" on a nil Lock.
-// With WithMetadata the lock key holds the token, a separator and the
-// metadata; Token is the token alone.
+// Token returns the random token of this acquisition ("" on a nil Lock): a
+// secret, whoever knows it can release the lock. It is without the
+// metadata that WithMetadata stores after it.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -158,15 +136,13 @@ func (l *Lock) Token() string {
 	return l.h.token()
 }
 
-// token is the random token, without the metadata after it.
 func (l *hold) token() string {
 	token, _, _ := strings.Cut(l.ref.token, metadataSeparator)
 	return token
 }
 
-// Fence returns the fencing token taken with the lock, or 0 when the lock
-// was acquired without WithFencing (and on a nil Lock). For a Lock from
-// AcquireMulti it is its first name's (see FenceOf).
+// Fence returns the fencing token taken with the lock, 0 without WithFencing
+// (and on a nil Lock); a multi lock's first name's (see FenceOf).
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -174,19 +150,17 @@ func (l *Lock) Fence() int64 {
 	return l.h.fence
 }
 
-// pastSafeDeadline tells whether the safe deadline has passed.
 func (l *hold) pastSafeDeadline() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !time.Now().Before(l.safeDeadline)
 }
 
-// Valid reports whether the lock can still be trusted at the moment of the
-// call: its hold has not ended and its safe deadline, read from the
-// monotonic clock now, has not passed. Unlike Context().Err(), it does not
-// wait for a timer to fire, so it is right the instant a paused process
-// (a long GC, a frozen VM) resumes. Call it right before an irreversible
-// write; it sends nothing. False on a nil Lock.
+// Valid reports whether the lock can still be trusted at the call: its hold
+// has not ended and its safe deadline, read from the monotonic clock now,
+// has not passed. Unlike Context().Err(), it waits for no timer, so it is
+// right the instant a paused process resumes. Call it right before an
+// irreversible write; it sends nothing. False on a nil Lock.
 func (l *Lock) Valid() bool {
 	if l == nil {
 		return false
@@ -197,22 +171,19 @@ func (l *Lock) Valid() bool {
 	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
 }
 
-// Context returns a context that carries the values of the context given to
-// Acquire, but not its cancellation, and is cancelled when the hold ends:
-// with a *LostError as its cause (see context.Cause) when the lock is lost,
-// and with ErrReleased when it is released. FenceFromContext and
-// LockFromContext work on it. On a nil Lock it returns a context that is
-// already cancelled, with cause ErrNotHeld.
+// Context returns a context with the values of the context given to
+// Acquire, but not its cancellation, cancelled when the hold ends: with a
+// *LostError as its cause (see context.Cause) when the lock is lost, with
+// ErrReleased when it is released. FenceFromContext and LockFromContext
+// work on it. On a nil Lock it is already cancelled, with cause ErrNotHeld.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(errNilLock)
 		return ctx
 	}
-	// The hold's context, with the Lock as a value: the hold points at
-	// the Lock only through what hangs on that context (a child not
-	// cancelled, an AfterFunc not stopped), which keeps it as its user
-	// would. While a caller keeps it, every call returns it.
+	// The Lock is a value of its own context: what hangs on that context (a
+	// child not cancelled, an AfterFunc not stopped) keeps the Lock.
 	parent := l.h.context()
 	l.h.mu.Lock()
 	defer l.h.mu.Unlock()
@@ -225,8 +196,8 @@ func (l *Lock) Context() context.Context {
 }
 
 // context returns the hold's context, made on first use: it keeps the
-// acquire context's values but not its cancellation (a short wait timeout
-// must not end the hold), and is cancelled when the hold ends.
+// acquire ctx's values but not its cancellation (a short wait timeout must
+// not end the hold), and ends with the hold.
 func (l *hold) context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -240,9 +211,9 @@ func (l *hold) context() context.Context {
 }
 
 // TTL returns the lock's remaining lease on the server (for a Lock from
-// AcquireMulti, the shortest among its names). It returns
-// ErrNotHeld when the lock is no longer ours (nothing is sent if it was
-// released), or the Redis error. On a nil Lock it returns ErrNotHeld.
+// AcquireMulti, the shortest of its names'); ErrNotHeld when it is no
+// longer ours, also on a nil Lock (nothing is sent if it was released);
+// or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
@@ -270,10 +241,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(reply) * time.Millisecond, nil
 }
 
-// endedFor is notHeld for a caller: once it reports the hold ended, the
-// lock's context is done too. (A loss is logged and observed before the
-// context is cancelled, so there is a moment when it is not yet; waiting
-// for it is bounded by ctx.)
+// endedFor is notHeld for a caller: when the hold ended, it also waits
+// (within ctx) for the lock's context, cancelled after a loss is announced.
 func (l *hold) endedFor(ctx context.Context) error {
 	err := l.notHeld()
 	if err != nil {
@@ -285,8 +254,7 @@ func (l *hold) endedFor(ctx context.Context) error {
 	return err
 }
 
-// notHeld returns ErrNotHeld, wrapped with the reason, once the hold has
-// ended (released, lost or closed), and nil before.
+// notHeld returns ErrNotHeld, wrapped with why, once the hold has ended.
 func (l *hold) notHeld() error {
 	l.mu.Lock()
 	cause := l.ended
@@ -300,10 +268,8 @@ func (l *hold) notHeld() error {
 	return join(fmt.Errorf("%w: %q", ErrNotHeld, l.name), cause)
 }
 
-// tryExtending takes the extension slot if it is free.
 func (l *hold) tryExtending() bool { return l.extending.CompareAndSwap(false, true) }
 
-// waitExtending takes the extension slot, waiting for it within ctx.
 func (l *hold) waitExtending(ctx context.Context) error {
 	for !l.tryExtending() {
 		l.mu.Lock()
@@ -324,7 +290,6 @@ func (l *hold) waitExtending(ctx context.Context) error {
 	return nil
 }
 
-// doneExtending frees the extension slot, and wakes who waits for it.
 func (l *hold) doneExtending() {
 	l.extending.Store(false)
 	l.mu.Lock()

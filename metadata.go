@@ -11,37 +11,21 @@ import (
 // MaxMetadata is the longest holder metadata WithMetadata accepts, in bytes.
 const MaxMetadata = 4096
 
-// metadataSeparator joins the token and the metadata in the lock key's
-// value: token + metadataSeparator + metadata. It is a control character
-// (ASCII unit separator), so it is neither in a token (base32) nor in
-// metadata (see checkMetadata), and the value splits one way only. The
-// scripts (lua/state.lua) and the redislocktest kit split on it too.
-//
-// The lock's scripts compare the whole value, so a lock with metadata is
-// held under that longer string and a lock without keeps its plain token:
-// the plain path sends and runs exactly what it did before metadata existed,
-// and metadata lives and dies with the key (set with the SET, extended by
-// PEXPIRE, deleted by DEL or replaced by a hand-over). A reader who knows
-// the metadata still lacks the random token in front of it.
+// metadataSeparator joins the token and the metadata in the key's value: a
+// control character, in no token (base32) and no metadata, so the value
+// splits one way only (lua/state.lua and redislocktest split on it too).
 const metadataSeparator = lockrules.MetadataSeparator
 
 // WithMetadata stores s with the lock, in the same command that takes it,
 // for anyone to read with Client.Inspect (and Lock.Metadata): a short
-// description of the holder, such as "host=web-3 pid=4242 job=settle",
-// that says at 3 a.m. which process to look at. It goes with the key: it
-// follows the lease through extensions and is gone when the lock is
-// released, expires or is handed on. It is not a secret, and knowing it
-// gives no power over the lock: the lock's commands check the random token
-// stored in front of it.
-//
-// s is at most MaxMetadata (4096) bytes of valid UTF-8 that prints as one
-// line as written: no control characters (newlines, tabs, escapes), no
-// line or paragraph separators (U+2028, U+2029) and no bidirectional
-// controls (U+202A-U+202E, U+2066-U+2069), which could make a log or an
-// operator's terminal show another holder than the one stored; anything
-// else is an invalid argument. It travels with
-// every extension and release of the lock, so keep it short. Default "":
-// no metadata, and nothing extra is sent or stored.
+// description of the holder, such as "host=web-3 pid=4242 job=settle".
+// It lives and dies with the key, is no secret, and gives no power over
+// the lock. s is at most MaxMetadata bytes of valid UTF-8 that prints as
+// one line as written: no control characters, line or paragraph
+// separators or bidirectional controls (U+202A-U+202E, U+2066-U+2069),
+// which could make a log or a terminal show another holder than the one
+// stored; anything else is an invalid argument. It travels with every
+// extension and release, so keep it short. Default "": nothing is sent.
 func WithMetadata(s string) Option {
 	return optionFunc(func(o *options) {
 		if err := checkMetadata(s); err != nil {
@@ -52,8 +36,6 @@ func WithMetadata(s string) Option {
 	})
 }
 
-// checkMetadata returns an invalid-argument error for metadata WithMetadata
-// refuses.
 func checkMetadata(s string) error {
 	if len(s) > MaxMetadata {
 		return invalidf("metadata of %d bytes is over the %d-byte limit", len(s), MaxMetadata)
@@ -68,13 +50,10 @@ func checkMetadata(s string) error {
 	return nil
 }
 
-// unprintable reports the runes metadata may not hold (see WithMetadata).
 func unprintable(r rune) bool {
 	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control)
 }
 
-// valueOf returns what the lock key holds for a token: the token itself,
-// or the token and the metadata.
 func valueOf(token, metadata string) string {
 	if metadata == "" {
 		return token

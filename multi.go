@@ -14,52 +14,29 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// MaxMultiNames is the most names AcquireMulti takes at once. Every
-// extension of a multi lock reads all of its keys, so a set far beyond a
-// thousand names is a mistake, not a setting.
+// MaxMultiNames is the most names AcquireMulti takes at once: every
+// extension reads all of them, so far more is a mistake, not a setting.
 const MaxMultiNames = 1000
 
 // AcquireMulti takes the locks called names, all of them or none, as one
 // Lock: for work that must hold several names at once (two accounts of a
-// transfer, every file of a batch).
-//
-// Each name is the lock Acquire would take (the same key, so Acquire of
-// one of the names waits for the multi lock and the other way round, and
-// Inspect of one of them shows the holder and its metadata). The Lock has
-// one token, written to every name, one lease, one context and one
-// watchdog entry: every extension extends all the names, and if any of
-// them is found gone or held by another token, the whole lock is lost (its
-// context is cancelled with a *LostError naming that name). Release
-// releases all of them.
-//
-// On one server (or Sentinel) one script takes every name atomically. On a
-// Redis Cluster the names are taken one hash slot at a time, each slot's
-// names by one script, in one global order (by slot, then name); when a
-// name is found held, what this attempt took is given back before the call
-// waits or fails. No caller holds a name while it waits for another, so
-// callers with overlapping sets never deadlock. A NewQuorum Client, and a
-// go-redis Ring (whose shards one script cannot span), refuse it.
-//
-// With WithFencing each name gets a fence from its own counter, as Acquire
-// would give it: Lock.FenceOf(name) returns it, and Lock.Fence (and
-// FenceFromContext) the fence of names[0]. Lock.Name and Lock.Key are
-// names[0]'s too. WithMetadata applies to every name.
-//
-// Waiting follows the retry strategy as Acquire does (default: no wait),
-// bounded by ctx (and MaxWaitWithoutDeadline when ctx has no deadline),
-// with one difference: a multi waiter is never handed a name. It watches
-// the name that kept it out (a watcher in that name's queue, which makes
-// its release announce itself), and tries again when the release is
-// heard, when the holder's lease of that name would end, or when its
-// backoff ends, whichever comes first.
+// transfer). Each name is the lock Acquire would take. The Lock has one
+// token, lease, context and watchdog entry: if any name is found gone or
+// held by another token, the whole lock is lost (its *LostError names
+// that name). On a Cluster the names are taken one hash slot at a time in
+// one global order, and what an attempt took is given back before it
+// waits or fails, so overlapping sets never deadlock. With WithFencing
+// each name gets its own fence (Lock.FenceOf); Lock.Fence, Name and Key
+// are names[0]'s. WithMetadata applies to every name. Waiting is
+// Acquire's, but a waiter is never handed a name: it tries again when the
+// name that kept it out is released, when its lease would end, or at its
+// backoff.
 //
 // Errors: as Acquire's, the name in ErrNotAcquired being the name found
 // held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more
 // than MaxMultiNames, an empty or twice-given name, WithFailOpen, or a
-// quorum or Ring Client. A failed call leaves no name held: what an attempt
-// took is given back, token-checked, and what an attempt without an answer
-// may have taken is given back in the background until its lease would
-// have run out. On success the caller must call Lock.Release.
+// quorum or Ring Client. A failed call leaves no name held. On success the
+// caller must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -83,44 +60,36 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	return c.take(ctx, multiLock, names[0], opts, func(_ *options, r *lockRef) { r.multi = m })
 }
 
-// multiRef is what a multi lock's store commands need beyond its lockRef:
-// every name's keys, in the order they are taken, and the groups one
-// script each takes. Written before the Lock is handed out and never
-// again, except lost.
+// multiRef is what a multi lock's commands need beyond its lockRef: every
+// name's keys, in the order they are taken, and the groups one script each
+// takes. Written before the Lock is handed out, and never again but lost.
 type multiRef struct {
 	first   string // the caller's names[0]
 	firstAt int    // its place in names
-	// blocker is the place in names of the name that kept the last
-	// attempt out; watcher the caller's entry in its queue while it waits
-	// (see lua/multi_acquire.lua). Written by the attempts only.
+	// blocker: the place of the name that kept the last attempt out;
+	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
 	watcher string
-	// acquires and releases are the EVALSHAs of an attempt and of the
-	// release of the lock's own token, one per group, prepared on first
-	// use (see prepare); releasing is the lockRef that token is in.
+	// acquires, releases: one EVALSHA per group (see prepareFor).
 	acquires, releases [][]any
 	releasing          *lockRef
 	names              []string // by hash slot (on a cluster), then name
 	keys               []string // the names' lock keys, in that order
-	// spans are "prefix{name}:qx" (see lockKeys): each name's key, queue
-	// and expiries are its prefixes.
+	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes.
 	spans     []string
 	fenceKeys []string // their fence counters; nil without fencing
 	groups    []multiGroup
 	oneGroup  [1]multiGroup // groups' array on one server
 	fences    []int64       // by names' order, once acquired
-	// lost is 1 + the place of the last name a script found gone or
-	// someone else's, 0 if none: the name a loss reports.
+	// lost: 1 + the place of the last name found not ours (0: none).
 	lost atomic.Int64
 }
 
-// multiGroup is a run of names[from:to] that one script takes: all of
-// them on one server, one hash slot's on a cluster.
+// multiGroup is names[from:to], taken by one script: a hash slot's on a cluster.
 type multiGroup struct{ from, to int }
 
-// newMultiRef checks names and lays out their keys: an invalid-argument
-// error for an empty name, a name given twice, or a name Acquire would
-// refuse.
+// newMultiRef checks names as Acquire would, refuses one given twice, and
+// lays out their keys.
 func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*multiRef, error) {
 	type entry struct {
 		name, span string
@@ -142,8 +111,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		}
 		entries[i] = e
 	}
-	// One global order, so that two callers with overlapping sets take
-	// the names they share in the same order.
+	// One global order: overlapping sets take their common names in one order.
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
@@ -173,11 +141,8 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	return m, nil
 }
 
-// prepare returns, for each group, the EVALSHA of the script sha on its
-// names' keys, then their extra keys (each a []string by names' order),
-// then args. A group's first key is a string (go-redis routes by it); the
-// other keys go in as *string, which go-redis writes as the string, so
-// that nothing is boxed per key.
+// prepare returns each group's EVALSHA of sha on its names' keys, then their
+// extra keys, then args; keys after the first go in as *string (see lockRef).
 func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	cmds := make([][]any, len(m.groups))
 	for i, g := range m.groups {
@@ -197,7 +162,6 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-// queues returns the names' queues and their expiries, by names' order.
 func (m *multiRef) queues() (queues, expiries []string) {
 	both := make([]string, 2*len(m.keys))
 	queues, expiries = both[:len(m.keys)], both[len(m.keys):]
@@ -207,8 +171,7 @@ func (m *multiRef) queues() (queues, expiries []string) {
 	return queues, expiries
 }
 
-// lostName returns the name a loss reports: the one a script found gone
-// or someone else's, or else first.
+// lostName is the name a loss reports: one a script found not ours, or first.
 func (m *multiRef) lostName() string {
 	if i := m.lost.Load(); i > 0 {
 		return m.names[i-1]
@@ -216,9 +179,8 @@ func (m *multiRef) lostName() string {
 	return m.first
 }
 
-// verdict reads the {code, i} reply of the extend, release and pttl
-// scripts run on group g: code (for pttl, {pttl} reads as the TTL), and
-// when it is not 1 (or a TTL), records names[g.from+i-1] as lost.
+// verdict reads the {code, i} reply of a group's extend, release or pttl
+// script, recording names[g.from+i-1] as lost when there is an i.
 func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	vals, err := cmd.Slice()
 	if err != nil {
@@ -238,10 +200,8 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 	return code, nil
 }
 
-// runGroups sends the first upto of cmds (one per group, see prepare) of
-// the script whose source is source, and returns each one's command: one
-// group through the batcher, several in one pipeline (a cluster splits it
-// by node), with EVAL for those that met NOSCRIPT.
+// runGroups sends the first upto of cmds: one through the batcher, several
+// in one pipeline, again with EVAL after NOSCRIPT.
 func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
 	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
@@ -271,9 +231,8 @@ func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any,
 	return replies
 }
 
-// combine folds the groups' verdicts into the lock's: the first "not
-// ours" wins over errors (the lock is lost whatever the others say),
-// then the first error, else done.
+// combine folds the groups' verdicts: the first "not ours" wins over errors
+// (the lock is lost whatever the others say), then the first error.
 func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	var firstErr error
 	for i, cmd := range cmds {
@@ -288,10 +247,8 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	return replyDone, firstErr
 }
 
-// extendMulti extends every name of ref's multi lock: replyDone, or
-// replyGone / replyForeign for the whole lock when one name is not ours
-// (recorded in lost). With WithReplicaAck (one group: not on a cluster)
-// the script goes with its WAIT.
+// extendMulti extends every name: replyDone, or the whole lock's loss when
+// a name is not ours (see lost); with WithReplicaAck, one group and its WAIT.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
 		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
@@ -304,9 +261,7 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
-// releaseMulti deletes every name of ref's multi lock (of its first upto
-// groups) that holds ref.token, and announces each release; replies as
-// release.
+// releaseMulti deletes the names of ref's first upto groups that hold ref.token.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
 	releases := m.releases
@@ -321,8 +276,8 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 	return reply, err
 }
 
-// pttlMulti returns the shortest lease left among the names of ref's
-// multi lock, or -2 (gone) / -3 (foreign) for the first name not ours.
+// pttlMulti returns the shortest lease among the names, or -2 / -3 for the
+// first name not ours.
 func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error) {
 	m := ref.multi
 	cmds := s.runGroups(ctx, multiPTTLSource, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
@@ -341,9 +296,7 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 	return shortest, nil
 }
 
-// abandonWithMulti is abandon for refs among which some are multi locks:
-// those are released one by one (each its groups in one pipeline), the
-// others as abandon does.
+// abandonWithMulti is abandon when some refs are multi locks (one by one).
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
@@ -364,11 +317,9 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 	return replies, errs
 }
 
-// FenceOf returns the fencing token that the lock took for name: for a
-// Lock from AcquireMulti with WithFencing, the fence of each of its names;
-// for any other Lock, Fence() when name is its name. It reports false when
-// name is not one of the lock's names, when the lock was taken without
-// WithFencing, and on a nil Lock.
+// FenceOf returns the fencing token the lock took for name: a multi lock's
+// for each of its names, any other Lock's for its name. It reports false
+// for another name, without WithFencing, and on a nil Lock.
 func (l *Lock) FenceOf(name string) (int64, bool) {
 	if l == nil {
 		return 0, false
@@ -384,8 +335,6 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	return m.fences[i], true
 }
 
-// lostName is the name a loss of l reports: for a multi lock, the name
-// found gone or someone else's (the first name when none was).
 func (l *hold) lostName() string {
 	if l.ref.multi != nil {
 		return l.ref.multi.lostName()
@@ -393,12 +342,9 @@ func (l *hold) lostName() string {
 	return l.name
 }
 
-// acquireMulti makes one attempt at every name of ref's multi lock, group
-// by group, under the attempt's token (a late reply to an earlier attempt,
-// or its clean-up, then cannot touch this one's keys); when a group finds
-// a name held, it gives back what the groups before it took, and records
-// which name kept it out (multiRef.blocker). A waiting caller's watcher
-// goes in that name's queue (see lua/multi_acquire.lua).
+// acquireMulti makes one attempt, group by group, under the attempt's own
+// token (see acquisition.init); a group that finds a name held gives back
+// what the groups before it took, and records the blocker.
 func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	m := ref.multi
 	if m.acquires == nil {
@@ -420,9 +366,8 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		if err != nil {
 			var reply redis.Error
 			if errors.As(err, &reply) || ackErr != nil {
-				// This group answered: give back what the attempt took.
-				// (One without an answer is the acquisition's: the
-				// janitor gives back every name, this group's included.)
+				// This group answered: give back what the attempt took (one
+				// without an answer is the janitor's, this group included).
 				s.giveBack(ref, gi, o.ttl)
 			}
 			return false, 0, 0, err
@@ -436,17 +381,13 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 	return true, 0, 0, nil
 }
 
-// prepareFor prepares the attempts' commands, under ref's token (read
-// when sent: every attempt has its own), and the lock's release; the
-// attempts are the only writers, before the Lock is handed out.
+// prepareFor prepares the attempts' commands, under ref's token (read when
+// sent: each attempt has its own), and the lock's release.
 func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
-	if o.fencing {
-		fenced = "1"
-	}
 	var extra [][]string
 	if o.fencing {
-		extra = append(extra, m.fenceKeys)
+		fenced, extra = "1", append(extra, m.fenceKeys)
 	}
 	if ref.waiting {
 		queues, expiries := m.queues()
@@ -456,10 +397,8 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
 }
 
-// giveBack releases, token-checked, what the first upto groups of ref took
-// in this attempt, on a context detached from the caller's; if that fails
-// the janitor keeps trying. It waits for the reply, so that a failed
-// AcquireMulti returns with nothing held.
+// giveBack releases what ref's first upto groups took in this attempt and
+// waits, so a failed AcquireMulti returns with nothing held (or the janitor retries).
 func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	if upto == 0 {
 		return
@@ -474,7 +413,6 @@ func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
 	}
 }
 
-// parseMultiAcquire reads multi_acquire.lua's reply into fences.
 func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool, heldAt int, holder time.Duration, err error) {
 	vals, err := cmd.Slice()
 	if err != nil {

@@ -10,32 +10,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier shares one pub/sub connection among every room of a Client
-// (on a cluster, one sharded subscription per room, since the locks live on
-// different nodes; a room's two channels share its lock's slot). Its
-// reader goroutine runs while at least one channel is subscribed.
-//
-// Nothing a waiter calls waits for the network: subscribing and
-// unsubscribing only record what is wanted, and a goroutine of the
-// notifier's (reconcile; the sharded reader) does the I/O. A waiter then
-// waits for its subscription's confirmation within its own ctx, and a
-// stalled connection stalls only that goroutine.
+// notifier shares one pub/sub connection among a Client's rooms (on a
+// cluster, one sharded subscription per room: the locks live on different
+// nodes). Nothing a waiter calls waits for the network: subscribing only
+// records what is wanted, and the notifier's goroutines do the I/O, so a
+// stalled connection stalls none of the waiters.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool
 
 	mu sync.Mutex // never held across I/O
-	// subs: every subscription to a channel. Rooms of one key may share
-	// a channel (an Acquire waiter's room and an AcquireMulti waiter's
-	// both hear the lock's releases): each announcement wakes them all.
-	subs map[string][]*subscription
-	// confirmed: the channels the server confirmed on the shared
-	// connection (not sharded).
-	confirmed map[string]bool
+	// subs: the subscriptions to each channel, which rooms of one key may share.
+	subs      map[string][]*subscription
+	confirmed map[string]bool // by the server, on the shared connection (not sharded)
 
-	// pending counts the reconcile and closing goroutines under way;
-	// idle, when not nil, is closed when it drops to 0 (see wait). Both
-	// guarded by mu.
+	// pending counts the reconcile and closing goroutines; idle, when not
+	// nil, closes when it drops to 0 (see wait). Guarded by mu.
 	pending int
 	idle    chan struct{}
 
@@ -45,9 +35,7 @@ type notifier struct {
 	have    map[string]bool // channels asked for on pubsub; guarded by io
 }
 
-// subscription is a room's: the lock's shared channel and, for a room
-// whose waiters queue, the channel on which releases hand the lock to this
-// Client's waiters (see handoverChannel).
+// subscription is a room's: the lock's channel, and this Client's hand-over channel.
 type subscription struct {
 	channels []string
 	room     *waitRoom     // woken by the channels' announcements
@@ -65,8 +53,8 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 		confirmed: map[string]bool{}, have: map[string]bool{}}
 }
 
-// subscribe records room's interest in channels and returns at once; the
-// subscription's ready is closed once the server confirmed them all.
+// subscribe records room's interest and returns at once; ready closes once
+// the server confirmed every channel.
 func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	sub := &subscription{channels: channels, room: room, ready: make(chan struct{}), confirmed: make([]bool, len(channels))}
 	n.mu.Lock()
@@ -81,8 +69,7 @@ func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 		sub.pubsub = n.rdb.(*redis.ClusterClient).SSubscribe(context.Background())
 		sub.done = make(chan struct{})
 		go n.read(sub.pubsub, sub.done, channels)
-	}
-	if !n.sharded {
+	} else {
 		n.pending++
 		go n.reconcile()
 	}
@@ -90,8 +77,7 @@ func (n *notifier) subscribe(room *waitRoom, channels ...string) *subscription {
 	return sub
 }
 
-// unsubscribe drops sub; it returns at once, its connection (sharded) or
-// its channels nobody else listens to are closed in the background.
+// unsubscribe drops sub at once; the connection or channels close in the background.
 func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	sub.gone = true
@@ -116,7 +102,6 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	go n.reconcile()
 }
 
-// done ends one of the goroutines wait waits for.
 func (n *notifier) done() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -126,8 +111,7 @@ func (n *notifier) done() {
 	}
 }
 
-// reconcile brings the shared connection's channels in line with what the
-// subscriptions want, and closes it when none is left.
+// reconcile brings the shared connection in line with the subscriptions.
 func (n *notifier) reconcile() {
 	defer n.done()
 	n.io.Lock()
@@ -175,8 +159,7 @@ func (n *notifier) reconcile() {
 	}
 }
 
-// wait waits, within ctx, until the goroutines of reconcile and of closing
-// sharded subscriptions are done.
+// wait waits, within ctx, for the reconcile and closing goroutines.
 func (n *notifier) wait(ctx context.Context) {
 	n.mu.Lock()
 	if n.pending == 0 {
@@ -194,8 +177,7 @@ func (n *notifier) wait(ctx context.Context) {
 	}
 }
 
-// read dispatches messages until its pub/sub is closed; a sharded
-// subscription's reader first subscribes its channels.
+// read dispatches messages until ps is closed (a sharded one subscribes first).
 func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) {
 	defer close(done)
 	ctx := context.Background()
@@ -208,9 +190,8 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) 
 			if errors.Is(err, redis.ErrClosed) {
 				return
 			}
-			// go-redis reconnects and resubscribes on the next Receive;
-			// a release missed meanwhile only costs latency. Avoid
-			// spinning on a dead server.
+			// go-redis reconnects and resubscribes on the next Receive; a
+			// release missed meanwhile costs latency. No spinning on a dead server.
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -225,20 +206,17 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) 
 	}
 }
 
-// deliver wakes the rooms listening to channel on ps.
 func (n *notifier) deliver(ps *redis.PubSub, channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, sub := range n.subs[channel] {
-		// Sharded, each subscription has a connection of its own and
-		// hears its own messages.
+		// Sharded, each subscription hears on a connection of its own.
 		if !n.sharded || sub.pubsub == ps {
 			sub.room.wants(payload)
 		}
 	}
 }
 
-// confirmChannel records the server's confirmation of channel on ps.
 func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -252,8 +230,7 @@ func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
 	}
 }
 
-// confirm marks channel confirmed for sub, and sub ready once all its
-// channels are; notifier.mu is held.
+// confirm marks channel confirmed for sub, and sub ready once all are; n.mu is held.
 func (sub *subscription) confirm(channel string) {
 	all := true
 	for i, c := range sub.channels {

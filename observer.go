@@ -27,9 +27,8 @@ type AcquireEvent struct {
 	Acquired bool
 	// Wait is the time from the call to its end (acquired or given up).
 	Wait time.Duration
-	// Attempts is how many attempts the retry strategy was asked about: the
-	// acquire commands sent, and the backoffs a waiter queued on the
-	// server let pass without a command.
+	// Attempts: the attempts the strategy was asked about, commands sent and
+	// backoffs a queued waiter let pass without one.
 	Attempts int
 	// Fence is the fencing token taken, 0 without fencing.
 	Fence int64

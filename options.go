@@ -19,23 +19,19 @@ const (
 	// ReleaseTimeout bounds the release that RunWithLock sends after fn
 	// returns, on a context detached from the caller's cancellation.
 	ReleaseTimeout = 5 * time.Second
-	// MinTTL is the shortest lease WithTTL and Lock.Extend accept: below
-	// it the round trip and the drift allowance eat the whole lease, and a
-	// lock would be handed out already past its safe deadline.
+	// MinTTL is the shortest lease WithTTL and Lock.Extend accept: below it the
+	// round trip and the drift allowance eat the lease, past its safe deadline.
 	MinTTL = lockrules.MinTTL
 	// MaxTTL is the longest lease WithTTL and Lock.Extend accept (24h): a
-	// holder that crashes blocks the name for its whole TTL, and with the
-	// watchdog the TTL need only cover a crash, not the work. A day lets a
-	// lease without the watchdog span a day-long job; a longer one is a
+	// lease without the watchdog may span a day-long job; a longer one is a
 	// unit mistake (WithTTL(math.MaxInt64) would be 292 years).
 	MaxTTL = lockrules.MaxTTL
 	// minExtendInterval is the shortest watchdog interval.
 	minExtendInterval = time.Millisecond
 )
 
-// An Option configures a Client (given to New, it sets the client's
-// defaults) or one call (given to Acquire or RunWithLock, it overrides them).
-// Options are values: the same Option may be reused.
+// An Option configures a Client (given to New: its defaults) or one call (it
+// overrides them). Options are values: the same Option may be reused.
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -60,7 +56,6 @@ type options struct {
 	err            error  // bad option values, reported by every call
 	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
 	campaign       bool   // Elect's acquisitions: no MaxWaitWithoutDeadline cap
-	semLimit       int    // AcquireSemaphore's limit; 0: an exclusive lock
 }
 
 func defaultOptions() options {
@@ -75,7 +70,6 @@ func defaultOptions() options {
 
 func (o *options) invalid(err error) { o.err = join(o.err, err) }
 
-// validate checks the combination of settings once all options are applied.
 func (o *options) validate() error {
 	if o.err != nil {
 		return o.err
@@ -137,17 +131,15 @@ func WithFencing() Option {
 	return optionFunc(func(o *options) { o.fencing = true })
 }
 
-// WithKeyPrefix sets the prefix of every key: the lock key is
-// prefix + "{" + name + "}". Default DefaultKeyPrefix ("lock:"); the empty
-// prefix is allowed.
+// WithKeyPrefix sets the prefix of every key: the lock key is prefix + "{" +
+// name + "}". Default DefaultKeyPrefix ("lock:"); "" is allowed.
 func WithKeyPrefix(p string) Option {
 	return optionFunc(func(o *options) { o.prefix = p })
 }
 
-// WithWatchdog turns automatic extension on or off. Default on: the lock is
-// extended every extend interval while held. Off, the lease ends after the
-// TTL unless Lock.Extend is called, and the lock's context is cancelled
-// (reason Expired) at the lease's safe deadline.
+// WithWatchdog turns automatic extension on or off. Default on. Off, the
+// lease ends after the TTL unless Lock.Extend is called, and the lock's
+// context is cancelled (reason Expired) at the lease's safe deadline.
 func WithWatchdog(enabled bool) Option {
 	return optionFunc(func(o *options) { o.watchdog = enabled })
 }
@@ -164,11 +156,10 @@ func WithExtendInterval(d time.Duration) Option {
 	})
 }
 
-// WithLogger sets where the lock logs: acquisition and release at Debug,
-// an extension that failed and will be retried at Warn, a lost lock at
-// Error, a fail-open run at Warn. Tokens appear at Debug only. Default
-// slog.Default() at the time of logging; nil is an error (to silence the
-// lock, pass slog.New(slog.DiscardHandler)).
+// WithLogger sets where the lock logs: acquisition and release at Debug (the
+// only level with tokens), a retried extension and a fail-open run at Warn,
+// a lost lock at Error. Default slog.Default() at the time of logging; nil
+// is an error (to silence it, pass slog.New(slog.DiscardHandler)).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) {
 		if l == nil {
@@ -185,20 +176,18 @@ func WithObserver(obs Observer) Option {
 }
 
 // WithFailOpen makes RunWithLock run fn without a lock when Redis cannot be
-// reached (connection refused, timeouts, a server still loading); never when
-// the lock is held by someone else. The run is logged at Warn, reported to
-// the Observer, and FenceFromContext reports no fence. Default off (fail
-// closed). It concerns RunWithLock only: Acquire rejects it as a per-call
-// option and ignores it as a client default.
+// reached (connection refused, timeouts, a server still loading), never
+// when the lock is held by someone else; the run is logged at Warn and
+// observed, without a fence. Default off (fail closed). Acquire rejects it
+// as a per-call option and ignores it as a client default.
 func WithFailOpen() Option {
 	return optionFunc(func(o *options) { o.failOpen = true })
 }
 
-// WithMaxHold caps how long one acquisition may be held: after d from
-// acquisition the watchdog stops extending and the lock's context is
-// cancelled with reason MaxHoldReached. The key is left to expire (or to be
-// deleted by Release) so that the holder's work has its TTL to stop. Default
-// (and zero) no limit.
+// WithMaxHold caps how long one acquisition may be held: after d the
+// watchdog stops and the lock's context is cancelled (MaxHoldReached); the
+// key is left to expire (or to Release), so that the work has its TTL to
+// stop. Default (and zero) no limit.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {
@@ -210,20 +199,16 @@ func WithMaxHold(d time.Duration) Option {
 }
 
 // WithReplicaAck makes every write of the lock (the acquisition and each
-// extension) wait until at least replicas replicas have acknowledged it, with
-// Redis' WAIT replicas timeout, sent in the same round trip. An acquisition
-// that is not acknowledged in time is released again and fails with an error
-// matching ErrReplicaAck; an extension that is not acknowledged does not
-// move the safe deadline and is retried. Default off (0 replicas).
-//
-// It narrows the failover window (a promoted replica that acknowledged the
-// lock has it) but does not close it: WAIT does not make the write durable
-// on the replica or ensure that an acknowledging replica is the one
-// promoted, and a lock can still be lost between the write and the WAIT. It
-// needs replicas >= 1 and timeout > 0 (WAIT's 0 would block forever), and
-// a client on one primary (a plain or Sentinel failover client): WAIT must
-// travel on the connection that wrote, which a ClusterClient does not
-// promise.
+// extension) wait, with Redis' WAIT in the same round trip, until at least
+// replicas replicas acknowledged it or timeout passed. An acquisition not
+// acknowledged in time is released again and fails with an error matching
+// ErrReplicaAck; an extension not acknowledged does not move the safe
+// deadline and is retried. Default off. It narrows the failover window (a
+// promoted replica that acknowledged the lock has it) but does not close
+// it: WAIT makes no write durable on the replica, nor picks the replica
+// promoted. It needs replicas >= 1 and timeout > 0 (WAIT's 0 would block
+// forever), and a client on one primary (not a ClusterClient): WAIT must
+// travel on the connection that wrote.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if replicas < 1 || timeout <= 0 {

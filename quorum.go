@@ -13,60 +13,32 @@ import (
 )
 
 // NewQuorum returns a Client whose locks live on a majority of independent
-// Redis servers (the Redlock algorithm). The returned Client has the same
-// API as one made by New; opts set the defaults of every call.
+// Redis servers (the Redlock algorithm), with the same API as New's; opts
+// set the defaults of every call. It does not touch the network.
 //
-// Every command goes to all nodes at once, with the same token. An
-// acquisition succeeds when a majority (len(clients)/2 + 1) took the lock
-// before the lease's validity ran out: the TTL, less the time the attempt
-// took, less the drift allowance. The Lock's safe deadline is the end of
-// that validity, and moves with each extension that a majority confirmed.
-// A failed attempt gives back what it took before it returns. When any
-// node refused (another holder has the key there), the attempt fails as
-// "held by someone else" (ErrNotAcquired once retries run out, never a
-// fail-open run); retry with a jittered strategy such as
-// ExponentialBackoff, so that contenders that split the vote do not retry
-// in step. When nobody refused but too few nodes answered, it fails with a
-// *QuorumError that counts how each node answered.
+// Every command goes to all nodes at once, with one token. An acquisition
+// succeeds when a majority (len(clients)/2 + 1) took the lock within the
+// lease's validity (the TTL, less the attempt's time and the drift
+// allowance: the Lock's safe deadline); a failed attempt gives back what
+// it took. When a node refused, it fails as held by someone else
+// (ErrNotAcquired, never a fail-open run; retry with a jittered strategy
+// such as ExponentialBackoff, so that split votes do not repeat), and
+// when too few nodes answered, with a *QuorumError. Extensions, releases
+// and Lock.TTL go by the majority too. Each command waits for each node at
+// most TTL/20 (at least 1ms; the Client's default TTL for releases and
+// Lock.TTL): a hung node costs that much and counts as failed, and a late
+// call that took the lock for nothing gives it back.
 //
-// An extension needs a majority of confirmations. A release deletes the key
-// on every node that holds our token; it succeeds when a majority answered
-// and none of them holds it any more, and returns ErrNotHeld when our token
-// was on fewer nodes than a majority. Lock.TTL reports the TTL that a
-// majority still guarantees.
+// It rests on bounded pauses, network delays and clock drift (a holder
+// paused past its lease, or a node whose clock jumps, lets a second holder
+// in), and it offers no fencing tokens: a counter per node is not one.
 //
-// Each command waits for each node at most a per-node timeout of TTL/20
-// (at least 1ms; releases and Lock.TTL use the client's default TTL): a
-// node that has not answered by then counts as failed, so a hung node (a
-// SIGSTOPped process, a dropped network) delays a command by that much and
-// no more. Its call goes on in the background until go-redis gives up on it
-// (its read and write timeouts, or the context when the client has
-// ContextTimeoutEnabled). If such a late call turns out to have taken the
-// lock for an attempt that failed or a lock already released, the key is
-// deleted on that node there and then; if its answer never comes, the key
-// expires after the TTL.
-//
-// With N nodes, locks keep working while at least N/2+1 of them answer: 5
-// nodes tolerate 2 down, 3 nodes tolerate 1.
-//
-// What it cannot promise: it rests on bounded process pauses, network delays
-// and clock drift. A holder paused past its lease (a GC, a frozen VM), or a
-// node whose clock jumps forward and expires the key early, lets a second
-// holder in, as Martin Kleppmann showed. And it offers no fencing tokens:
-// WithFencing is rejected, here and per call, because a counter on each node
-// is not one. Where a second holder would do harm, the protected resource
-// must defend itself.
-//
-// NewQuorum checks its arguments and returns an error wrapping
-// ErrInvalidArgument for fewer than 3 clients (with 1 use New; 2 nodes
-// tolerate no failure, which is worse than one), a nil client, the same
-// client twice or two *redis.Client with the same address (as written), an
-// invalid option, or WithFencing. An even number of nodes is accepted: it is
-// safe, but 4 nodes tolerate no more failures than 3. Each client may be any
-// redis.UniversalClient on its own deployment (a server, a Sentinel failover
-// client, a cluster); WithReplicaAck then applies on every node, and a node
-// whose replicas fall short counts as failed. NewQuorum does not touch the
-// network.
+// It returns an error wrapping ErrInvalidArgument for fewer than 3 clients
+// (2 tolerate no failure; for 1 use New), a nil client, the same client
+// twice or two *redis.Client with the same address, an invalid option, or
+// WithFencing (also refused per call). Each client may be any
+// redis.UniversalClient on its own deployment; with WithReplicaAck, a node
+// whose replicas fall short counts as failed.
 func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(clients) < 3 {
 		return nil, invalidf("NewQuorum needs at least 3 independent Redis servers, got %d (for one deployment use New; 2 nodes tolerate no failure)", len(clients))
@@ -106,56 +78,38 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 		return nil, err
 	}
 	q.defaultTimeout = nodeTimeout(o.ttl)
-	// No release announcements (notify stays nil: no single node's channel
-	// speaks for the quorum): a waiter retries at its backoff, or when a
-	// majority can be free, whichever comes first.
+	// No announcements: no one node's channel speaks for the quorum.
 	return newClient(q, nil, nil, o, make(chan struct{})), nil
 }
 
-// nodeTimeout is how long a quorum waits for one node's answer to a command
-// on a lease of ttl: 5% of it, so that a hung node costs the lease at most a
-// twentieth of its validity, yet long enough for a node on a loaded host or
-// a distant network to answer a lease of seconds.
+// nodeTimeout: a hung node costs a lease at most a twentieth of its
+// validity, yet a node on a loaded host or a distant network answers in time.
 func nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/20, time.Millisecond)
 }
 
-// QuorumError reports that a quorum client could not get a majority of its
-// nodes to agree on a command, with how each node answered, so that "quorum
-// not reached" can be debugged. Match it with errors.As; it is wrapped with
-// the lock name. Unwrap returns the failed nodes' errors, each naming its
-// node, so errors.Is finds, say, ErrReplicaAck among them.
-//
-// When nodes refused an acquisition (another holder has the key) it
-// matches ErrNotAcquired: someone else is around, so waiting may help and
-// WithFailOpen does not run fn; the counts ride along with the error that
-// Acquire returns when it gives up. Otherwise (Refused == 0: too few nodes
-// answered in time to decide, or a majority agreed too late) it does not
-// match ErrNotAcquired, and WithFailOpen applies to it.
-//
-// A QuorumError is not modified after it is returned; it may be shared.
+// QuorumError reports that a quorum Client could not get a majority of its
+// nodes to agree on a command, with how each answered; it is wrapped with
+// the lock name, and Unwrap returns the failed nodes' errors. It matches
+// ErrNotAcquired when nodes refused an acquisition (another holder has the
+// key: waiting may help, WithFailOpen does not run fn). It is not modified
+// after it is returned.
 type QuorumError struct {
-	// Op is the command: "acquire", "extend", "release", "ttl", or
-	// "inspect" and "break" (Client.Inspect, Client.Break: Agreed then
-	// counts the nodes that answered).
+	// Op is the command: "acquire", "extend", "release", "ttl", "inspect"
+	// or "break" (for the last two, Agreed counts the nodes that answered).
 	Op string
-	// Nodes is the number of nodes in the quorum; Needed its majority.
+	// Nodes is the number of nodes; Needed its majority.
 	Nodes, Needed int
-	// Agreed counts the nodes that did what was asked: took the lock,
-	// extended it, deleted it (or no longer had it, for a release), or
-	// reported its TTL.
-	Agreed int
-	// Refused counts the nodes that answered that the key is another
-	// holder's, or (extend, ttl) that it is gone.
-	Refused int
-	// Failed counts the nodes that returned an error or did not answer
-	// within the per-node timeout.
-	Failed int
-	// Elapsed is how long the command took, from sending to the last
-	// answer waited for.
+	// Agreed counts the nodes that did what was asked (took, extended or
+	// deleted the lock, or no longer had it for a release, or reported its
+	// TTL); Refused those that answered that the key is another holder's,
+	// or (extend, ttl) that it is gone; Failed those that returned an error
+	// or did not answer within the per-node timeout.
+	Agreed, Refused, Failed int
+	// Elapsed is how long the command took, up to the last answer waited for.
 	Elapsed time.Duration
-	// Validity is, for an acquisition that a majority agreed to, what was
-	// left of the lease when the answers were in (zero or less: too late).
+	// Validity: for an acquisition a majority agreed to, the lease left
+	// when the answers were in (zero or less: too late).
 	Validity time.Duration
 	// Errors holds one error per failed node.
 	Errors []error
@@ -179,8 +133,7 @@ func (e *QuorumError) Error() string {
 // Unwrap returns the failed nodes' errors.
 func (e *QuorumError) Unwrap() []error { return e.Errors }
 
-// Is reports whether target is ErrNotAcquired and the acquisition failed
-// because nodes refused: another holder has the lock.
+// Is reports whether target is ErrNotAcquired and nodes refused an acquisition.
 func (e *QuorumError) Is(target error) bool {
 	return target == ErrNotAcquired && e.Op == "acquire" && e.Refused > 0
 }
@@ -192,9 +145,8 @@ type quorumStore struct {
 	defaultTimeout time.Duration // per-node timeout of releases and TTL
 
 	mu sync.Mutex
-	// straggles maps the token of a won acquisition to its attempt while
-	// some of its node calls are still out, so that a release can tell
-	// them to give back what they take.
+	// straggles: a won acquisition's attempt, by token, while some of its
+	// node calls are out, so that a release can have them give back.
 	straggles map[string]*attempt
 }
 
@@ -203,8 +155,8 @@ type quorumNode struct {
 	label string // "node 2 (127.0.0.1:6380)", for errors
 }
 
-// attempt is one acquisition attempt, as seen by its node calls that
-// outlived their per-node timeout (stragglers). Guarded by quorumStore.mu.
+// attempt is an acquisition attempt as its node calls past their per-node
+// timeout (stragglers) see it; guarded by quorumStore.mu.
 type attempt struct {
 	token    string
 	decided  bool  // the attempt's outcome is known
@@ -214,7 +166,6 @@ type attempt struct {
 	landed   []int // nodes a straggler took before the outcome was known
 }
 
-// answer is what one node said to one command.
 type answer struct {
 	acquired  bool          // acquire
 	holderTTL time.Duration // acquire, when refused
@@ -223,14 +174,10 @@ type answer struct {
 	err       error
 }
 
-// ask sends call to every node at once (to the nodes listed in only, when
-// only is not nil), and waits for each answer until timeout after sending,
-// or until ctx ends. A node that has not answered by then gets an error
-// saying so and counts as failed; ask does not wait for it. Its call goes on
-// in its goroutine, bounded by go-redis' timeouts, and when it returns, late
-// (if not nil) is called there with its answer. ask returns the answers
-// (indexed like q.nodes; zero for nodes not asked) and how many nodes it
-// stopped waiting for.
+// ask sends call to every node at once (to those in only, when not nil),
+// and waits for each answer until timeout, or ctx's end; a node that has not
+// answered by then gets an error, and its call goes on, handing its answer
+// to late (if not nil). It returns the answers and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
 	asked, expected := q.asked(only)
 	answers := make([]answer, len(q.nodes))
@@ -246,11 +193,8 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	stopped := false // set when ask stops waiting; guarded by mu
 
 	deadline := time.Now().Add(timeout)
-	// The calls' context carries the per-node deadline, which go-redis
-	// honours with ContextTimeoutEnabled (and while dialing or waiting for
-	// a pooled connection in any case). It is cancelled when the last call
-	// returns, not when ask stops waiting, so that a late call can still
-	// finish and say what it did.
+	// The per-node deadline, cancelled when the last call returns, not when
+	// ask stops waiting, so that a late call can still finish.
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	var running atomic.Int32
 	running.Store(int32(expected))
@@ -308,7 +252,6 @@ wait:
 	return answers, q.labelAnswers(ctx, timeout, asked, got, answers)
 }
 
-// asked tells which nodes ask asks (all when only is nil), and how many.
 func (q *quorumStore) asked(only []int) (asked []bool, n int) {
 	asked = make([]bool, len(q.nodes))
 	for i := range asked {
@@ -320,9 +263,8 @@ func (q *quorumStore) asked(only []int) (asked []bool, n int) {
 	return asked, n
 }
 
-// labelAnswers names the node in every error of answers, gives the nodes
-// that did not answer in time an error saying so, and returns how many
-// those are.
+// labelAnswers names the node in every error, gives the nodes that did not
+// answer an error, and returns how many those are.
 func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, asked, got []bool, answers []answer) (abandoned int) {
 	for i := range q.nodes {
 		switch {
@@ -342,15 +284,10 @@ func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, a
 	return abandoned
 }
 
-// check rejects settings a quorum cannot honour.
-// queues is false: a quorum's waiters do not queue on its nodes (each
-// attempt has its own token; see Client.acquire).
 func (q *quorumStore) queues() bool { return false }
 
-// serves refuses every kind but the exclusive lock: a shared hold, a
-// semaphore slot or several names at once would each need their scripts
-// run on a majority, with a majority's verdict on their sets, which a
-// quorum does not do.
+// serves refuses the kinds but the exclusive lock: they would need a
+// majority's verdict on their sets.
 func (q *quorumStore) serves(k lockKind) error {
 	if k == exclusiveLock {
 		return nil
@@ -363,8 +300,7 @@ func (q *quorumStore) idle() <-chan struct{} { return nil }
 
 func (q *quorumStore) slotted() bool { return false }
 
-// abandon releases each ref on every node (a quorum's waiters do not
-// queue).
+// abandon releases each ref on every node (nothing queues on a quorum).
 func (q *quorumStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	for i, ref := range refs {
@@ -389,18 +325,9 @@ func (q *quorumStore) check(o *options) error {
 	return nil
 }
 
-// acquire makes one attempt on every node. It succeeds when a majority took
-// the lock within the lease's validity. Otherwise it gives back what it
-// took, then reports the lock as held by someone else (acquired false, nil
-// error) when any node refused: another holder is around, so waiting may
-// help and failing open would not be safe; or a *QuorumError when nobody
-// refused but too few nodes could be reached, or a majority agreed too late.
-//
-// The holder TTL reported for a refusal is the time until a majority can be
-// free: counting the nodes we took (given back) and the failed ones as free,
-// it is the k-th shortest remaining TTL among the refusing nodes, where k
-// is how many of them must still expire. A waiter retries then, and not
-// later, as it does on a single server with the holder's TTL.
+// acquire succeeds when a majority took the lock within its validity. Else
+// it gives back what it took; a refusal's error matches ErrNotAcquired, with
+// the time until a majority can be free as the holder's TTL.
 func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	key, token := ref.key, ref.token
 	start := time.Now()
@@ -434,25 +361,20 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	}
 	q.giveBack(ctx, timeout, key, token, took)
 
-	if refused > 0 && agreed < q.needed {
-		// Held by someone else: the core treats an error matching
-		// ErrNotAcquired as a refusal (it retries) and hands these
-		// counts to the caller when it gives up.
-		return false, 0, q.freeIn(refusedTTLs, agreed, failed), &QuorumError{
-			Op: "acquire", Nodes: len(q.nodes), Needed: q.needed,
-			Agreed: agreed, Refused: refused, Failed: failed,
-			Elapsed: elapsed, Validity: validity, Errors: errs,
-		}
-	}
-	return false, 0, 0, &QuorumError{
+	qerr := &QuorumError{
 		Op: "acquire", Nodes: len(q.nodes), Needed: q.needed,
 		Agreed: agreed, Refused: refused, Failed: failed,
 		Elapsed: elapsed, Validity: validity, Errors: errs,
 	}
+	if refused > 0 && agreed < q.needed {
+		return false, 0, q.freeIn(refusedTTLs, agreed, failed), qerr
+	}
+	return false, 0, 0, qerr
 }
 
-// freeIn returns the time until a majority can be free (see acquire), or
-// -1ms when a key that must expire first has no expiry.
+// freeIn returns the time until a majority can be free: counting the nodes
+// we took and the failed ones as free, the k-th shortest TTL among the
+// refusing nodes (-1ms when that one has no expiry).
 func (q *quorumStore) freeIn(refusedTTLs []time.Duration, agreed, failed int) time.Duration {
 	forever := time.Duration(1<<63 - 1)
 	ttls := make([]time.Duration, len(refusedTTLs))
@@ -473,8 +395,8 @@ func (q *quorumStore) freeIn(refusedTTLs []time.Duration, agreed, failed int) ti
 	return ttls[k-1]
 }
 
-// decide records the outcome of an attempt for its stragglers, and returns
-// the nodes they took before it was known (to give back if it failed).
+// decide records an attempt's outcome for its stragglers, and returns the
+// nodes they took before it was known.
 func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -488,17 +410,13 @@ func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	return att.landed
 }
 
-// landed handles the answer of an acquire call that outlived its per-node
-// timeout. If it took the key for an attempt that failed, or for a lock
-// that has since been released, it gives the key back on that node.
-//
-// Why this cannot delete a key another attempt counts on: the late call's
-// SET ran before its reply, and the reply before this check. A release
-// marks the attempt released (under q.mu) before it sends its own deletes,
-// so either this check sees the mark and deletes here, after the SET, or
-// the release's delete is sent after the SET ran. A later attempt with the
-// same token (the core retries with one token) cannot have counted this
-// node: its SET NX found our key there and was refused.
+// landed handles the answer of an acquire call past its per-node timeout:
+// a key taken for an attempt that failed, or a lock released since, is
+// given back on that node. That cannot delete a key another attempt counts
+// on: a release marks the attempt released (under q.mu) before it sends
+// its deletes, so either this sees the mark and deletes after the late
+// SET, or the release's delete follows that SET; and a later attempt with
+// the same token found our key there, so it did not count this node.
 func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++
@@ -521,15 +439,10 @@ func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	}
 }
 
-// giveBack releases the keys a failed attempt took, on a context detached
-// from ctx's cancellation (a failed attempt leaves nothing held, even when
-// its caller gave up), waiting for each node at most timeout.
-//
-// It only sends to nodes that confirmed they took the key. A delete sent to
-// a node that did not answer could arrive after the next attempt's SET
-// (same token: the core retries with one token) and silently remove a key
-// that attempt counted towards its majority; such a node's late answer is
-// handled by landed instead.
+// giveBack releases, detached from ctx, the keys a failed attempt took on
+// nodes that confirmed it: a delete sent to one that did not answer could
+// land after the next attempt's SET (same token) and remove a key that
+// attempt counted; landed handles those.
 func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, token string, nodes []int) {
 	if len(nodes) == 0 {
 		return
@@ -540,12 +453,9 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 	}, nil)
 }
 
-// extend extends the lease on every node. A majority of confirmations is a
-// confirmation. When too few nodes still hold our token for a majority ever
-// to confirm (even counting the failed ones as ours), the lock is lost:
-// replyForeign when a majority holds another token, else replyGone.
-// Otherwise (failures in the way) it returns a *QuorumError, which the
-// watchdog retries until the safe deadline.
+// extend: done when a majority confirmed; lost (replyForeign when a majority
+// holds another token) when too few hold ours for a majority ever to
+// confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
 	start := time.Now()
 	answers, _ := q.ask(ctx, nodeTimeout(r.ttl), nil, func(ctx context.Context, n quorumNode) answer {
@@ -562,16 +472,9 @@ func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error
 	return 0, t.err("extend", start, t.done, t.notOurs())
 }
 
-// release deletes the key on every node where it holds our token, and tells
-// the attempt's late calls, if any, to give back what they take.
-//
-// It replies replyDone when a majority answered and none of those holds our
-// token any more: the lock is free for others. It replies replyGone or
-// replyForeign (ErrNotHeld for the caller, and a loss for RunWithLock) when
-// our token was on too few nodes to be a majority even counting the failed
-// ones: the lock was no longer ours, whatever minority of keys this release
-// deleted. Otherwise (too few answers) it returns a *QuorumError and
-// Release may be called again.
+// release deletes the key where it holds our token, and tells the attempt's
+// late calls to give back. replyDone when a majority answered and none holds
+// it; lost when too few held it for a majority; else a *QuorumError.
 func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	key, token := ref.key, ref.token
 	q.mu.Lock()
@@ -596,11 +499,9 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	return 0, t.err("release", start, t.done+t.notOurs(), 0)
 }
 
-// pttl returns the TTL that a majority still guarantees: the Needed-th
-// longest among the nodes that hold our token. It returns -2 (gone) or -3
-// (another holder's, when a majority holds another token) when too few
-// nodes hold our token for a majority even counting the failed ones, and a
-// *QuorumError when failures leave it undecided.
+// pttl returns the TTL a majority still guarantees (the Needed-th longest of
+// ours); -2 or -3 (a majority holds another token) when too few hold ours;
+// a *QuorumError when failures leave it undecided.
 func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	start := time.Now()
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
@@ -645,7 +546,6 @@ func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	return 0, t.err("ttl", start, len(ours), t.notOurs())
 }
 
-// tally counts the answers of extend, release or pttl.
 type tally struct {
 	done, gone, foreign int
 	errs                []error
@@ -671,8 +571,7 @@ func (q *quorumStore) tally(answers []answer) tally {
 
 func (t tally) notOurs() int { return t.gone + t.foreign }
 
-// lostReply says how a lock that a majority no longer holds was lost:
-// taken when a majority holds another token, expired otherwise.
+// lostReply: taken when a majority holds another token, expired otherwise.
 func (t tally) lostReply(needed int) int64 {
 	if t.foreign >= needed {
 		return replyForeign

@@ -8,23 +8,19 @@ import (
 	"time"
 )
 
-// Release ends the hold and deletes the key if it still holds our token.
+// Release ends the hold, locally first whatever happens on the network
+// (the lock leaves the watchdog, its context is cancelled with cause
+// ErrReleased unless it was lost before, and this Client's next waiter
+// gets its turn), then deletes the key if it still holds our token. When
+// ctx is done, or ends before the reply, it makes one attempt detached from
+// ctx, bounded by ReleaseTimeout, so that `defer lock.Release(reqCtx)`
+// after a timed-out request still lets go; if that fails too, the Client
+// keeps trying in the background.
 //
-// The hold ends first, locally, whatever happens on the network: the lock
-// leaves the watchdog (it is never extended again), its context is
-// cancelled with cause ErrReleased (unless it was lost before), and this
-// Client's next waiter for it gets its turn. Then the release is sent. When
-// ctx is already done, or ends before the reply, Release makes one attempt
-// on a context detached from ctx's cancellation and bounded by
-// ReleaseTimeout, so that `defer lock.Release(reqCtx)` after a request
-// timed out still lets go. If that fails too, the Client keeps trying in
-// the background until the lease would have run out anyway.
-//
-// It returns nil when our key was deleted; ErrNotHeld when the key was gone
-// or held by someone else (a loss found at release is logged and observed
-// like any other), and on every call after the first (those send nothing),
-// also when two calls race: exactly one sends the release; or the Redis
-// error. On a nil *Lock it returns ErrNotHeld.
+// It returns nil when our key was deleted; ErrNotHeld when it was gone or
+// held by someone else (a loss, logged and observed like any other), on a
+// nil *Lock, and on every call after the first (only one sends, also when
+// calls race); or the Redis error.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
@@ -37,16 +33,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// release is Release that also returns the loss it found, when the script
-// said the key was no longer ours: the lease ran out (or was taken) while
-// held and nobody noticed in time (watchdog off, or a pause). detach makes
-// the detached attempt when ctx ends first; without it ctx is the only
-// bound (RunWithLock's own detached context of ReleaseTimeout).
+// release is Release that also returns the loss it found. detach makes a
+// detached attempt when ctx ends first; without it ctx is the only bound.
 func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.mu.Lock()
 	if l.releasing != releaseNone {
-		// Another Release sent (or is sending) it: report the hold
-		// ended once the lock's context says so too.
+		// Another Release sent (or is sending) it: wait for the lock's context.
 		l.mu.Unlock()
 		select {
 		case <-l.context().Done():
@@ -59,9 +51,9 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	}
 	l.releasing = releaseSending
 	l.mu.Unlock()
-	// A hold that ended by a loss is still released: after an
-	// Unreachable loss or the maximum hold the key may well be ours yet,
-	// and deleting it lets the next holder in now.
+	// A hold ended by a loss is still released: after an Unreachable loss
+	// or the maximum hold the key may be ours yet; deleting it lets the
+	// next holder in now.
 	room, endedNow := l.end(ErrReleased)
 	var (
 		reply int64
@@ -73,8 +65,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 		room, sent = nil, true // handed on
 	}
 	if detach && (!sent || (err != nil && ctx.Err() != nil)) {
-		// ctx was done before, or ended during, the attempt: one attempt
-		// detached from it (a second release of our token is harmless).
+		// ctx ended before or during the attempt: one detached attempt.
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		reply, err = l.sendRelease(detached, room)
 		cancel()
@@ -84,18 +75,16 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("redislock: release %q: %w", l.name, err)
-		// It may or may not have run: give the token back in the
-		// background until the lease would have run out. Release may
-		// also be called again.
-		l.client.janitor().add(&l.ref, time.Now().Add(l.currentTTL()))
+		// It may or may not have run: the janitor gives the token back,
+		// and Release may be called again.
+		l.client.cleaner.add(&l.ref, time.Now().Add(l.currentTTL()))
 		state = releaseNone
 	case reply != replyDone:
 		lost = &LostError{Name: l.lostName(), Reason: reasonFor(reply), HeldFor: time.Since(l.acquiredAt)}
 		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, lost.Name, lost.Reason)
 		if endedNow {
-			// Lost while held and nobody noticed in time (watchdog
-			// off, or a pause): a loss like any other. (One found
-			// before was announced then.)
+			// Lost while held and nobody noticed in time (watchdog off,
+			// or a pause); a loss found before was announced then.
 			l.announceLoss(lost)
 		}
 	}
@@ -103,8 +92,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	l.releasing = state
 	l.mu.Unlock()
 	if !endedNow {
-		// Ended before by a loss, maybe still being announced: once
-		// Release returns, the lock's context is done.
+		// Ended before by a loss, maybe being announced: wait for the context.
 		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
@@ -116,11 +104,8 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	return lost, err
 }
 
-// sendRelease sends the release. This hold is over for this Client's
-// waiters whatever the outcome (the key is gone, someone else's, or left
-// to expire): when room is not nil, the next in line gets the turn, and,
-// on a store that can, its first attempt goes in the same round trip as
-// our release, right behind it.
+// sendRelease sends the release; room's next in line gets the turn, and on
+// a store that can, its first attempt goes right behind our release.
 func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	var next *queuedWaiter
 	pipe, canPipe := l.client.store.(releaseAttempter)
@@ -142,8 +127,8 @@ func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	return reply, err
 }
 
-// Where a Lock's release stands (Lock.releasing): exactly one Release at a
-// time sends the script; after an error another may try again.
+// Where a Lock's release stands: one Release at a time sends the script;
+// after an error another may try again.
 const (
 	releaseNone = iota
 	releaseSending

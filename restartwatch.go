@@ -12,32 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The restart watch hears a restart or a failover sooner than the next
-// extension would.
-//
-// Between two extensions a Client sends nothing, so a server that restarts
-// without the lock keys (no persistence, an older snapshot) or a failover to
-// a replica that missed the SET goes unnoticed until the next extension, up
-// to an extend interval (TTL/3) later, while another instance may already
-// hold the lock. So while locks are held, one idle pub/sub connection stays
-// open to the server, subscribed to a channel nobody publishes on. The
-// server closing it (a restart, a shutdown, go-redis dropping the old
-// primary after a failover) is seen at once; the watch then reconnects,
-// with a short backoff while the server is down, and the moment the server
-// confirms the new subscription, every held lock is checked in one batch
-// (see scheduler.lookAtAll) instead of each at its next interval.
-//
-// There is one watch per go-redis client, shared by every Client made on
-// it (a Client per request costs no connection of its own). A Client joins
-// it once it has held locks for watchDelay (so short locks never open it)
-// and leaves it with its last lock; it closes watchLinger after its last
-// member left (so a stream of locks does not open and close it each time),
-// at once on Client.Close when nobody else uses it, or when the go-redis
-// client is closed. It runs on a single server
-// and on Sentinel; on a Cluster and on a quorum Client the watchdog's own
-// checks (a key found gone, Redis answering again after a failed batch)
-// remain. A user without the right to subscribe gets no watch (logged at
-// Debug once per go-redis client) and loses nothing else.
+// restartWatch hears a restart or a failover sooner than the next
+// extension (up to TTL/3 later, while another instance may hold the lock):
+// while locks are held, one idle pub/sub connection per go-redis client
+// stays subscribed to a channel nobody publishes on. When the server closes
+// it (a restart, go-redis dropping the old primary after a failover), the
+// watch reconnects with a short backoff, and the moment the server confirms
+// the subscription every member's locks are checked at once. Not on a
+// Cluster or a quorum, where the watchdog's own checks remain; a user who
+// may not subscribe gets no watch (logged at Debug) and loses nothing else.
 type restartWatch struct {
 	rdb     redis.UniversalClient
 	channel string
@@ -53,29 +36,22 @@ type restartWatch struct {
 }
 
 const (
-	// watchRetryMin and watchRetryMax bound the backoff between the
-	// watch's reconnection attempts while the server is down: the gap
-	// between the server answering again and the holder being told is at
-	// most watchRetryMax plus two round trips.
+	// While the server is down: a holder hears of its return within
+	// watchRetryMax plus two round trips.
 	watchRetryMin = 5 * time.Millisecond
 	watchRetryMax = 50 * time.Millisecond
-	// watchLinger is how long the watch stays open with no lock held: a
-	// stream of locks with shorter gaps opens it once. watchTick is how
-	// often its goroutine looks at that (the idle connection's read
-	// timeout): it is gone within watchLinger+watchTick of the last lock.
+	// The watch closes watchLinger (+ watchTick, its read timeout) after
+	// its last lock, so a stream of locks with shorter gaps opens it once.
 	watchLinger = 100 * time.Millisecond
-	// watchDelay is how long a Client holds locks before it joins the
-	// watch: a lock released sooner never opens a connection (most are),
-	// and a restart in a lock's first watchDelay is still heard at its
-	// next extension.
+	watchTick   = 50 * time.Millisecond
+	// A Client joins after holding locks for watchDelay: most locks are
+	// released sooner, and a restart that early is heard at the next extension.
 	watchDelay = 50 * time.Millisecond
-	watchTick  = 50 * time.Millisecond
-	// watchChannel follows the Client's key prefix, so that an ACL that
-	// grants the lock channels (&lock:*) grants it too.
+	// watchChannel follows the key prefix, so an ACL granting the lock
+	// channels (&lock:*) grants it too.
 	watchChannel = "redislock:restart-watch"
 )
 
-// watches holds the open watch of each go-redis client.
 var watches = struct {
 	sync.Mutex
 	open map[redis.UniversalClient]*restartWatch
@@ -84,7 +60,6 @@ var watches = struct {
 // restartWatchOff turns the watch off for tests (see export_test.go).
 var restartWatchOff atomic.Bool
 
-// watchable reports whether rdb gets a restart watch.
 func watchable(rdb redis.UniversalClient) bool {
 	if rdb == nil || restartWatchOff.Load() {
 		return false
@@ -93,9 +68,8 @@ func watchable(rdb redis.UniversalClient) bool {
 	return !cluster
 }
 
-// joinWatch makes s a member of rdb's watch, opening it if needed, and
-// returns it. A refused watch stays in the registry, so it is not tried
-// again for that go-redis client.
+// joinWatch makes s a member of rdb's watch, opening it if needed; a
+// refused watch stays registered, so that it is not asked again.
 func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatch {
 	watches.Lock()
 	defer watches.Unlock()
@@ -115,8 +89,6 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 	return w
 }
 
-// join makes s a member again; it returns false when w has closed and s
-// must join a new one (see joinWatch).
 func (w *restartWatch) join(s *scheduler) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -129,7 +101,6 @@ func (w *restartWatch) join(s *scheduler) bool {
 	return true
 }
 
-// leave takes s out; the watch closes watchLinger after its last member.
 func (w *restartWatch) leave(s *scheduler) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -139,9 +110,7 @@ func (w *restartWatch) leave(s *scheduler) {
 	}
 }
 
-// run subscribes, then reads until the watch is idle for watchLinger or
-// its go-redis client is closed, checking every member's locks each time
-// the server confirms the subscription after the connection dropped.
+// run reads until the watch is idle or its client is closed (see exit).
 func (w *restartWatch) run() {
 	defer close(w.exited)
 	ctx := context.Background()
@@ -182,7 +151,6 @@ func (w *restartWatch) run() {
 	}
 }
 
-// serverBack has every member check all its locks now.
 func (w *restartWatch) serverBack() {
 	w.mu.Lock()
 	members := make([]*scheduler, 0, len(w.members))
@@ -195,8 +163,7 @@ func (w *restartWatch) serverBack() {
 	}
 }
 
-// exit closes the watch when forced (its client closed) or when it has had
-// no member for watchLinger, and reports whether it did.
+// exit closes the watch when forced (its client closed) or idle for watchLinger.
 func (w *restartWatch) exit(force bool) bool {
 	watches.Lock()
 	defer watches.Unlock()
@@ -209,8 +176,7 @@ func (w *restartWatch) exit(force bool) bool {
 	return true
 }
 
-// closeLocked marks w closed and takes it out of the registry, with
-// watches and w.mu held.
+// closeLocked takes w out of the registry; watches and w.mu are held.
 func (w *restartWatch) closeLocked() {
 	w.done = true
 	w.members = nil
@@ -219,10 +185,8 @@ func (w *restartWatch) closeLocked() {
 	}
 }
 
-// closeIfIdle closes w at once, without lingering, when it has no member
-// left (Client.Close: a closed Client leaves no goroutine behind), and
-// returns a channel closed when its goroutine has returned; nil when w
-// stays open for other Clients or was refused.
+// closeIfIdle closes w at once when it has no member (a closed Client leaves
+// no goroutine), returning a channel closed when its goroutine returned.
 func (w *restartWatch) closeIfIdle() <-chan struct{} {
 	watches.Lock()
 	w.mu.Lock()
@@ -235,15 +199,13 @@ func (w *restartWatch) closeIfIdle() <-chan struct{} {
 	if !idle {
 		return nil
 	}
-	// Unblocks its Receive; on a goroutine of its own, since it waits
-	// for the read under way (up to watchTick, or go-redis's read
-	// timeout on a stalled connection) and Client.Close keeps to its ctx.
+	// On a goroutine of its own: Close waits for the read under way (up to
+	// watchTick, or a stalled connection's timeout), and Client.Close keeps to its ctx.
 	go func() { _ = w.ps.Close() }()
 	return w.exited
 }
 
-// refusal reports whether err is the server refusing the subscription
-// (an ACL without the channel or the command), which retrying cannot mend.
+// refusal: the server refused the subscription (an ACL), which retrying cannot mend.
 func refusal(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
@@ -258,8 +220,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// refuse marks the watch refused: it stays registered, so that neither
-// this nor another Client on the same go-redis client asks again.
 func (w *restartWatch) refuse(err error) {
 	w.mu.Lock()
 	w.refused = true

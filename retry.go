@@ -6,14 +6,11 @@ import (
 )
 
 // A RetryStrategy says how long to wait between attempts to acquire a lock
-// that someone else holds. It holds no state across calls: every Acquire
-// starts again from attempt 1, so one strategy value can be shared by any
-// number of goroutines.
-//
-// Whatever the strategy says, a waiter never sleeps past the holder's
-// remaining TTL (reported by the failed attempt), nor past its context's
-// deadline, nor longer than MaxWaitWithoutDeadline in total when the
-// context has no deadline.
+// that someone else holds. It holds no state across calls (every Acquire
+// starts again from attempt 1), so one value may be shared by any number
+// of goroutines. Whatever it says, a waiter never sleeps past the holder's
+// remaining TTL or its context's deadline, nor longer than
+// MaxWaitWithoutDeadline in total when the context has no deadline.
 type RetryStrategy interface {
 	// NextBackoff returns the wait before retry number attempt (1 for the
 	// first retry, after the first failed attempt), or false to give up.
@@ -47,8 +44,7 @@ type exponentialBackoff struct{ min, max time.Duration }
 
 func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 	if s.validate() != nil {
-		// Only reachable when a caller's own strategy wraps an invalid
-		// one, which Acquire cannot see: give up rather than panic.
+		// Only when a caller's own strategy wraps an invalid one: give up.
 		return 0, false
 	}
 	ceiling := s.max
@@ -60,8 +56,7 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 			ceiling = grown
 		}
 	}
-	// Full jitter between min and the exponential ceiling, so that waiters
-	// that failed together do not retry together.
+	// Full jitter, so that waiters that failed together do not retry together.
 	return s.min + rand.N(ceiling-s.min+1), true
 }
 
@@ -110,10 +105,9 @@ func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s, attempts}
 }
 
-// patience counts a waiter's waits against its retry strategy: each wait
-// asks the strategy once, k = 1, 2, 3… in order, and lasts its backoff
-// whatever wakes the waiter in between (a release announced, the holder's
-// lease ending, the queue's refresh, a re-check after subscribing).
+// patience counts a waiter's waits against its strategy: each wait asks it
+// once, k = 1, 2, 3…, and lasts its backoff whatever wakes the waiter in
+// between (a release announced, the holder's lease ending, a refresh).
 type patience struct {
 	strategy RetryStrategy
 	first    time.Duration // NextBackoff(1), asked once up front
@@ -123,16 +117,14 @@ type patience struct {
 	spent    bool      // the strategy said no: no more waits
 }
 
-// mayWait asks the strategy for its first wait, to decide how the caller
-// waits at all; the answer is kept for the first wait.
+// mayWait asks for the first wait up front (kept), to decide how to wait at all.
 func (p *patience) mayWait() bool {
 	p.first, p.firstOK = p.strategy.NextBackoff(1)
 	p.spent = !p.firstOK
 	return p.firstOK
 }
 
-// begin starts the next wait at now, or returns false when the strategy
-// allows no more. A backoff under a millisecond counts as one.
+// begin starts the next wait, or returns false when the strategy allows no more.
 func (p *patience) begin(now time.Time) bool {
 	if p.spent {
 		return false
@@ -150,5 +142,4 @@ func (p *patience) begin(now time.Time) bool {
 	return true
 }
 
-// waiting tells whether a wait is under way at now.
 func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Before(p.end) }

@@ -9,22 +9,17 @@ import (
 )
 
 // RunWithLock acquires the lock called name, runs fn while holding it, and
-// releases it.
-//
+// releases it, also when fn panics (the panic then continues) or ctx was
+// cancelled: on a context detached from ctx, bounded by ReleaseTimeout.
 // fn's context is derived from ctx and is also cancelled when the lock is
-// lost, with the *LostError as its cause; FenceFromContext on it returns the
-// fencing token. The release always happens, also when fn panics (the panic
-// then continues) and when ctx was cancelled: it runs on a context detached
-// from ctx's cancellation, bounded by ReleaseTimeout.
+// lost, with the *LostError as its cause; FenceFromContext on it gives the
+// fencing token.
 //
-// RunWithLock returns fn's error. If the lock was lost while fn ran (or
-// Release found it no longer ours), the error also matches ErrLockLost and
-// carries the *LostError. When fn did not run it returns Acquire's error:
-// ErrNotAcquired when someone else holds the lock, a wrapped Redis error when
-// Redis could not be reached (unless WithFailOpen is set, in which case fn
-// runs without a lock), ErrInvalidArgument for bad input, including a nil fn.
-// A failed release after fn is logged at Warn, not returned: fn did run,
-// and the lock expires after its TTL.
+// It returns fn's error, which also matches ErrLockLost (carrying the
+// *LostError) if the lock was lost while fn ran. When fn did not run it
+// returns Acquire's error (with WithFailOpen, fn runs without a lock when
+// Redis cannot be reached), or ErrInvalidArgument for a nil fn. A failed
+// release after fn is logged at Warn, not returned: the lock expires.
 func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -51,11 +46,8 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 	return l.run(ctx, fn)
 }
 
-// isUnreachable tells a Redis that could not be reached or could not serve
-// (fail open may run without it) from every other error: the lock being
-// held, bad input, a closed Client, and replies such as WRONGTYPE, NOPERM
-// or TRYAGAIN, which say Redis answered. The rule lives in
-// internal/lockrules, shared with the redislock command.
+// isUnreachable tells a Redis that could not be reached or serve (fail open
+// may run) from every other error; the rule is internal/lockrules'.
 func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }
@@ -90,12 +82,10 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 	return fn(runCtx)
 }
 
-// RunWithSharedLock is RunWithLock for a reader: it takes a shared hold of
-// the lock called name (see AcquireShared), runs fn while holding it, and
-// gives the share back. Other shared holders may run at the same time; an
-// exclusive holder (Acquire, RunWithLock) may not. fn's context, the
-// release and the errors are RunWithLock's, with AcquireShared's errors
-// when fn did not run; WithFailOpen is refused (ErrInvalidArgument).
+// RunWithSharedLock is RunWithLock with a shared hold (see AcquireShared):
+// other shared holders may run at the same time, an exclusive holder may
+// not. When fn did not run it returns AcquireShared's error; WithFailOpen
+// is refused (ErrInvalidArgument).
 func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil fn for shared lock %q", name)
@@ -107,12 +97,9 @@ func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx
 	return l.run(ctx, fn)
 }
 
-// RunWithSemaphore is RunWithLock for a semaphore: it takes one of the
-// limit slots of the semaphore called name (see AcquireSemaphore), runs fn
-// while holding it, and gives the slot back. fn's context, the release and
-// the errors are RunWithLock's, with AcquireSemaphore's errors when fn did
-// not run (ErrNotAcquired when every slot is held, ErrLimitMismatch when
-// the holders use another limit); WithFailOpen is refused
+// RunWithSemaphore is RunWithLock with one of the limit slots of the
+// semaphore called name (see AcquireSemaphore). When fn did not run it
+// returns AcquireSemaphore's error; WithFailOpen is refused
 // (ErrInvalidArgument).
 func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
@@ -125,12 +112,10 @@ func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, f
 	return l.run(ctx, fn)
 }
 
-// RunWithLockMulti is RunWithLock for several names at once: it takes all
-// of names (see AcquireMulti), runs fn while holding them, and releases
-// them. fn's context is cancelled when any name is lost;
-// LockFromContext(ctx).FenceOf gives each name's fence, FenceFromContext
-// the first name's. The release and the errors are RunWithLock's, with
-// AcquireMulti's errors when fn did not run; WithFailOpen is refused
+// RunWithLockMulti is RunWithLock with all of names at once (see
+// AcquireMulti): fn's context is cancelled when any name is lost, and
+// LockFromContext(ctx).FenceOf gives each name's fence. When fn did not
+// run it returns AcquireMulti's error; WithFailOpen is refused
 // (ErrInvalidArgument).
 func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {

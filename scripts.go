@@ -1,108 +1,67 @@
 package redislock
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts live in lua/*.lua, each with a header giving its KEYS,
-// ARGV and replies. They are wrapped once here; redis.Script.Run sends
-// EVALSHA and falls back to EVAL when the server answers NOSCRIPT (after a
-// restart or SCRIPT FLUSH), so scripts need no loading step.
+// ARGV and replies, wrapped once here; redis.Script.Run falls back from
+// EVALSHA to EVAL after NOSCRIPT (a restart, SCRIPT FLUSH): no loading step.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// lua returns the named scripts' sources, joined: handover.lua and
+// state.lua are functions that other scripts start with.
+func lua(names ...string) string {
+	var src []byte
+	for _, name := range names {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			panic("redislock: " + err.Error()) // embedded at build time: cannot happen
+		}
+		src = append(src, b...)
+	}
+	return string(src)
+}
+
 var (
-	//go:embed lua/acquire.lua
-	acquireSource string
-	//go:embed lua/extend.lua
-	extendSource string
-	//go:embed lua/release.lua
-	releaseBody string
-	// handover.lua is a function that release.lua, shared_release.lua
-	// and break.lua start with.
-	//go:embed lua/handover.lua
-	handoverSource string
-	releaseSource  = handoverSource + releaseBody
-	//go:embed lua/pttl.lua
-	pttlSource string
-	// state.lua is a function that inspect.lua and break.lua start with.
-	//go:embed lua/state.lua
-	stateSource string
-	//go:embed lua/inspect.lua
-	inspectSource string
-	//go:embed lua/break.lua
-	breakSource string
+	acquireSource       = lua("acquire")
+	releaseSource       = lua("handover", "release")
+	sharedAcquireSource = lua("shared_acquire")
+	sharedReleaseSource = lua("handover", "shared_release")
+	semAcquireSource    = lua("semaphore_acquire")
+	semReleaseSource    = lua("handover", "semaphore_release")
+	multiAcquireSource  = lua("multi_acquire")
+	multiExtendSource   = lua("multi_extend")
+	multiReleaseSource  = lua("multi_release")
+	multiPTTLSource     = lua("multi_pttl")
 
-	acquireScript = redis.NewScript(acquireSource)
-	extendScript  = redis.NewScript(extendSource)
-	releaseScript = redis.NewScript(releaseSource)
-	pttlScript    = redis.NewScript(pttlSource)
-	inspectScript = redis.NewScript(stateSource + inspectSource)
-	breakScript   = redis.NewScript(stateSource + handoverSource + breakSource)
-
-	// The semaphore's own scripts (see semaphore.go): the exclusive
-	// lock's scripts do no work for semaphores.
-	//go:embed lua/semaphore_acquire.lua
-	semAcquireSource string
-	//go:embed lua/semaphore_extend.lua
-	semExtendSource string
-	//go:embed lua/semaphore_release.lua
-	semReleaseBody   string
-	semReleaseSource = handoverSource + semReleaseBody
-	//go:embed lua/semaphore_pttl.lua
-	semPTTLSource string
-
-	semAcquireScript = redis.NewScript(semAcquireSource)
-	semExtendScript  = redis.NewScript(semExtendSource)
-	semReleaseScript = redis.NewScript(semReleaseSource)
-	semPTTLScript    = redis.NewScript(semPTTLSource)
-
-	// AcquireMulti's scripts (see multi.go): the exclusive lock's scripts
-	// do no work for multi locks either.
-	//go:embed lua/multi_acquire.lua
-	multiAcquireSource string
-	//go:embed lua/multi_extend.lua
-	multiExtendSource string
-	//go:embed lua/multi_release.lua
-	multiReleaseSource string
-	//go:embed lua/multi_pttl.lua
-	multiPTTLSource string
-
-	multiAcquireScript = redis.NewScript(multiAcquireSource)
-	multiExtendScript  = redis.NewScript(multiExtendSource)
-	multiReleaseScript = redis.NewScript(multiReleaseSource)
-	multiPTTLScript    = redis.NewScript(multiPTTLSource)
-
-	// The SHA1s, boxed once for the prebuilt commands (see lockRef).
-	acquireSHA      any = acquireScript.Hash()
-	releaseSHA      any = releaseScript.Hash()
-	semAcquireSHA   any = semAcquireScript.Hash()
-	semReleaseSHA   any = semReleaseScript.Hash()
-	multiAcquireSHA any = multiAcquireScript.Hash()
-	multiExtendSHA  any = multiExtendScript.Hash()
-	multiReleaseSHA any = multiReleaseScript.Hash()
-	multiPTTLSHA    any = multiPTTLScript.Hash()
-)
-
-// The shared (readers-writer) hold's scripts (see shared.go): the
-// exclusive lock's scripts are unchanged by it.
-var (
-	//go:embed lua/shared_acquire.lua
-	sharedAcquireSource string
-	//go:embed lua/shared_extend.lua
-	sharedExtendSource string
-	//go:embed lua/shared_release.lua
-	sharedReleaseBody   string
-	sharedReleaseSource = handoverSource + sharedReleaseBody
-	//go:embed lua/shared_pttl.lua
-	sharedPTTLSource string
-
-	sharedAcquireScript = redis.NewScript(sharedAcquireSource)
-	sharedExtendScript  = redis.NewScript(sharedExtendSource)
+	acquireScript       = redis.NewScript(acquireSource)
+	releaseScript       = redis.NewScript(releaseSource)
+	extendScript        = redis.NewScript(lua("extend"))
+	pttlScript          = redis.NewScript(lua("pttl"))
+	inspectScript       = redis.NewScript(lua("state", "inspect"))
+	breakScript         = redis.NewScript(lua("state", "handover", "break"))
+	semExtendScript     = redis.NewScript(lua("semaphore_extend"))
+	semPTTLScript       = redis.NewScript(lua("semaphore_pttl"))
+	sharedExtendScript  = redis.NewScript(lua("shared_extend"))
+	sharedPTTLScript    = redis.NewScript(lua("shared_pttl"))
 	sharedReleaseScript = redis.NewScript(sharedReleaseSource)
-	sharedPTTLScript    = redis.NewScript(sharedPTTLSource)
 
-	sharedAcquireSHA any = sharedAcquireScript.Hash()
+	// The SHA1s of the prepared commands' scripts, boxed once (see lockRef).
+	acquireSHA       any = acquireScript.Hash()
+	releaseSHA       any = releaseScript.Hash()
+	sharedAcquireSHA any = redis.NewScript(sharedAcquireSource).Hash()
 	sharedReleaseSHA any = sharedReleaseScript.Hash()
+	semAcquireSHA    any = redis.NewScript(semAcquireSource).Hash()
+	semReleaseSHA    any = redis.NewScript(semReleaseSource).Hash()
+	multiAcquireSHA  any = redis.NewScript(multiAcquireSource).Hash()
+	multiExtendSHA   any = redis.NewScript(multiExtendSource).Hash()
+	multiReleaseSHA  any = redis.NewScript(multiReleaseSource).Hash()
+	multiPTTLSHA     any = redis.NewScript(multiPTTLSource).Hash()
 )
 
 // Replies of the extend and release scripts.

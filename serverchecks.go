@@ -9,13 +9,8 @@ import (
 // look at the settings that can make two holders without any failure of
 // ours. Only eviction for now: under maxmemory, a policy other than
 // noeviction removes lock keys (they carry a TTL), letting a second holder
-// in while the first still believes it holds; with allkeys-*, fence
-// counters too, which fences survive (see evictsCounters). A user who may
-// not read the config gets no warning and no error (Debug only). After the
-// first call this costs one atomic load (sync.Once).
+// in. A user who may not read the config gets no warning (Debug only).
 
-// serverChecker is implemented by stores that can read their server's
-// settings.
 type serverChecker interface {
 	// evictionPolicy returns maxmemory and maxmemory-policy.
 	evictionPolicy(ctx context.Context) (maxmemory, policy string, err error)
@@ -24,8 +19,7 @@ type serverChecker interface {
 // serverCheckTimeout bounds the check: it must not hold up the first lock.
 const serverCheckTimeout = 500 * time.Millisecond
 
-// checkServer runs the check once per Client, logging with the first
-// call's logger.
+// checkServer runs the check once per Client, with the first call's logger.
 func (c *Client) checkServer(ctx context.Context, o *options) {
 	c.serverChecked.Do(func() {
 		sc, ok := c.store.(serverChecker)
@@ -50,9 +44,7 @@ func (c *Client) checkServer(ctx context.Context, o *options) {
 	})
 }
 
-// evictsCounters says what else a policy evicts, and why that is not the
-// risk: an evicted counter starts again, but each fence is raised to the
-// server's clock in microseconds, so fences keep growing.
+// evictsCounters: an evicted counter starts again, but fences are raised to the server clock.
 func evictsCounters(policy string) string {
 	if len(policy) >= 8 && policy[:8] == "allkeys-" {
 		return " (it evicts fence counters too, but fences keep growing: each is raised to the server clock)"
@@ -60,7 +52,6 @@ func evictsCounters(policy string) string {
 	return ""
 }
 
-// evictionPolicy reads both settings with one CONFIG GET.
 func (s singleStore) evictionPolicy(ctx context.Context) (maxmemory, policy string, err error) {
 	values, err := s.rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {

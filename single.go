@@ -14,30 +14,17 @@ import (
 // singleStore keeps every lock on one Redis deployment.
 type singleStore struct {
 	rdb redis.UniversalClient
-	// scripted is set once a script of ours ran on this deployment: from
-	// then on a plain lock's first attempt may be a plain SET (see
-	// lockRef.setArgs). Until then it runs the script, so that a user
-	// without the right to run scripts is refused by Acquire, not left
-	// holding a lock it cannot extend or release. nil: never (a quorum's
-	// nodes).
+	// scripted: a script of ours ran here, so a plain lock's first attempt may
+	// be a SET (lockRef.setArgs); before, the script runs, so that a user who
+	// may not run scripts is refused by Acquire. nil on a quorum's nodes.
 	scripted *atomic.Bool
-	// batch sends the commands of a lock's calls, sharing round trips
-	// among concurrent callers (see batcher); nil: each goes alone (a
-	// quorum's nodes).
-	batch *batcher
-	// closing is closed by Client.Close: a waiter's attempt under way is
-	// then no longer waited for (see send).
-	closing <-chan struct{}
-	// cleaner is the Client's janitor: what a multi attempt took and
-	// could not give back at once goes to it (see acquireMulti).
-	cleaner *janitor
+	batch    *batcher        // shares round trips among callers; nil on a quorum's nodes
+	closing  <-chan struct{} // Client.Close: a waiter stops waiting for its attempt (see send)
+	cleaner  *janitor        // the Client's: what a multi attempt cannot give back at once
 }
 
-// send sends cmd, whose first key is key, through the batcher if any. It
-// returns cmd, or a command with ctx's error when ctx ended before the
-// reply was read (see batcher.do). A waiter's command (waiting) goes out
-// from the batcher's goroutine, so that the waiter can stop waiting for
-// it when the Client closes (the error is then errClosing).
+// send sends cmd through the batcher, if any. A waiter's command goes out from
+// the batcher's goroutine, so that the waiter stops waiting when Close begins.
 func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiting bool) *redis.Cmd {
 	if s.batch == nil {
 		_ = s.rdb.Process(ctx, cmd)
@@ -49,8 +36,7 @@ func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiti
 	return s.batch.do(ctx, key, cmd, nil)
 }
 
-// publishCommand is how the release script announces a release: SPUBLISH
-// on a cluster, where the channel lives on the lock's node.
+// publishCommand announces releases: SPUBLISH on a cluster (on the lock's node).
 func (s singleStore) publishCommand() string {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
 		return "SPUBLISH"
@@ -58,14 +44,12 @@ func (s singleStore) publishCommand() string {
 	return "PUBLISH"
 }
 
-// run sends a prebuilt EVALSHA (args[0:2] = "evalsha", sha; keys from
-// args[3]) and, when the server lost its script cache, the same as EVAL.
+// run sends a prebuilt EVALSHA (keys from args[3]), and EVAL after NOSCRIPT.
 func (s singleStore) run(ctx context.Context, source string, args []any, waiting bool) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	key, _ := args[3].(string)
 	cmd = s.send(ctx, key, cmd, waiting)
-	// (err != nil first: HasErrorPrefix allocates even for a nil error.)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		eval := make([]any, len(args))
 		copy(eval, args)
@@ -79,15 +63,12 @@ func (s singleStore) run(ctx context.Context, source string, args []any, waiting
 
 func (s singleStore) queues() bool { return true }
 
-// slotted tells whether keys live on the node of their hash slot (a
-// cluster): a multi lock then takes its names one slot at a time.
 func (s singleStore) slotted() bool {
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	return cluster
 }
 
-// serves refuses a multi lock on a Ring, whose shards one script cannot
-// span.
+// serves refuses a multi lock on a Ring: one script cannot span its shards.
 func (s singleStore) serves(k lockKind) error {
 	if _, ring := s.rdb.(*redis.Ring); ring && k == multiLock {
 		return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
@@ -95,8 +76,6 @@ func (s singleStore) serves(k lockKind) error {
 	return nil
 }
 
-// idle returns a channel closed once no command of the Client is under
-// way (nil: none can be).
 func (s singleStore) idle() <-chan struct{} {
 	if s.batch == nil {
 		return nil
@@ -139,9 +118,8 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	}
 	reply := s.run(ctx, ref.acquireSource(), ref.acquireCommand(true), ref.waiting)
 	if ref.waiting && ref.kind == exclusiveLock && isTryAgain(reply.Err()) {
-		// A cluster slot in migration refuses scripts whose keys are
-		// not all there yet, and the queue's usually are not: wait
-		// without a place in the queue meanwhile.
+		// A slot in migration refuses scripts whose keys are not all there
+		// (the queue's): wait without a place in the queue meanwhile.
 		reply = s.run(ctx, acquireSource, ref.acquireCommand(false), true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
@@ -151,9 +129,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
-// acquireAcked is acquire of a shared hold or a semaphore slot with
-// WithReplicaAck: the script and its WAIT in one pipeline. A hold the
-// replicas did not confirm is given back, and the error says why.
+// acquireAcked: a shared or semaphore hold with WithReplicaAck's WAIT.
 func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireSource(), ref.acquireCommand(true))
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
@@ -169,8 +145,7 @@ func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef)
 // nil error, and this runs on every acquire and release.
 func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
 
-// acquireKey is acquire from strings, with WAIT when the options ask for
-// replica acknowledgements. A quorum's nodes use it.
+// acquireKey is acquire from strings, for a quorum's nodes (WAIT included).
 func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string, waiting bool) (bool, int64, time.Duration, error) {
 	names := []string{key}
 	fenced, wait := "0", any("0")
@@ -234,9 +209,8 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	}
 	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:], false).Int64()
 	if isTryAgain(err) && ref.kind == exclusiveLock {
-		// A cluster slot in migration (see acquire): release without
-		// the queue's keys, so without handing on; waiters hear the
-		// release and try. Rare: built here, not kept in every lock.
+		// A slot in migration: release without the queue's keys, so without
+		// handing on. Rare: built here, not kept in every lock.
 		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
 		reply, err = s.run(ctx, releaseSource, plain, false).Int64()
 	}
@@ -246,13 +220,10 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	return reply, err
 }
 
-// releaseAttempter is implemented by stores that can send a release and
-// the next waiter's attempt in one round trip.
+// releaseAttempter sends a release and the next waiter's attempt in one round trip.
 type releaseAttempter interface {
 	// releaseAndAttempt releases ref (reply and err as release) and then
-	// attempts next in the same round trip. The attempt is nil when it
-	// was not sent or not run; its reply may hold an error, and then the
-	// waiter makes its own.
+	// attempts next; the attempt is nil when it was not sent or not run.
 	releaseAndAttempt(ctx context.Context, ref, next *lockRef) (attempt *earlyAttempt, reply int64, err error)
 }
 
@@ -267,9 +238,8 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	sent := time.Now()
 	_, _ = pipe.Exec(ctx)
 	if err := rel.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isTryAgain(err)) {
-		// The script cache was flushed (both commands failed) or the
-		// slot is migrating: release the long way; the waiter makes
-		// its own attempt.
+		// The script cache was flushed (both failed) or the slot is
+		// migrating: release the long way; the waiter makes its own attempt.
 		reply, err := s.release(ctx, ref)
 		return nil, reply, err
 	}
@@ -280,8 +250,7 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
-// abandon sends the release script as a waiter that leaves (ARGV[4]) for
-// every ref, in one pipeline.
+// abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one pipeline.
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	for _, ref := range refs {
 		if ref.multi != nil {
@@ -298,10 +267,9 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	if len(refs) == 1 {
-		// One command goes on a connection of the main pool: go-redis
-		// keeps pipelines on a pool of their own, whose connections it
-		// dials when needed, and a Client.Close that gives back one lock
-		// (a leader's) should hand it over in a round trip, not a dial.
+		// One command goes on the main pool: go-redis dials pipeline
+		// connections on demand, and a Close that gives back one lock (a
+		// leader's) should hand it over in a round trip, not a dial.
 		_ = s.rdb.Process(ctx, cmds[0])
 	} else {
 		_, _ = pipe.Exec(ctx) // errors are read per command
@@ -314,8 +282,7 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
 			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i], false).Int64()
 		case isTryAgain(errs[i]):
-			// The slot is migrating: release without the queue (see
-			// release); a place left lapses after queueHold.
+			// The slot is migrating (see release); a place left lapses.
 			replies[i], errs[i] = s.release(ctx, refs[i])
 		}
 	}
@@ -328,7 +295,6 @@ func (s singleStore) ranScript() {
 	}
 }
 
-// releaseKey is release from strings; a quorum's nodes use it.
 func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, error) {
 	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
 }
@@ -345,10 +311,8 @@ func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	return pttlScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
 }
 
-// runScript runs script and, with WithReplicaAck, WAIT in the same
-// pipeline, so that WAIT travels on the connection that wrote. The script's
-// reply is returned even when the replicas fell short; ackErr (matching
-// ErrReplicaAck) says so.
+// runScript runs script and, with WithReplicaAck, WAIT in the same pipeline;
+// ackErr (matching ErrReplicaAck) says when the replicas fell short.
 func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
 	if o.replicas == 0 {
 		return script.Run(ctx, rdb, keys, args...), nil
@@ -371,7 +335,6 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 	return reply, ackOf(reply, acked, o)
 }
 
-// wait queues WAIT for o's replicas in pipe; its reply is read after Exec.
 func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
 	// go-redis' own WAIT (which also stretches the read timeout) is on
 	// the concrete pipeline type only.
@@ -383,9 +346,8 @@ func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, 
 	return pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
 }
 
-// runAcked sends a prepared EVALSHA (command: "evalsha", sha, numkeys,
-// keys, arguments; source the script's, for EVAL after NOSCRIPT) and its
-// WAIT in one pipeline, as runScript does.
+// runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
+// keys, args), source being the script's for EVAL after NOSCRIPT.
 func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, source string, command []any) (reply *redis.Cmd, ackErr error) {
 	pipe := rdb.Pipeline()
 	send := func(command []any) func() (int64, error) {
@@ -420,11 +382,8 @@ func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
 	return nil
 }
 
-// extendBatch extends many locks in one round trip: their EVALSHAs go in one
-// pipeline (on a cluster go-redis splits it by node), those that met
-// NOSCRIPT are sent again with EVAL. Locks with WithReplicaAck are extended
-// one by one, each with its WAIT, and so are multi locks, each in a
-// pipeline of its own (one script per hash slot).
+// extendBatch extends many locks in one pipeline (EVAL after NOSCRIPT); those
+// with WithReplicaAck and multi locks go one by one.
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
@@ -459,9 +418,6 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	}
 }
 
-// extendCommand is the extension script of r's lock and its keys: a
-// semaphore's slot and a shared hold have scripts of their own (see
-// lua/semaphore_extend.lua, lua/shared_extend.lua).
 func extendCommand(r *extendRequest) (*redis.Script, []string) {
 	switch r.kind {
 	case semaphoreSlot:

@@ -9,57 +9,44 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// A store is where locks live: one Redis deployment (singleStore: a
-// server, Sentinel's failover client or a cluster), or a majority of
-// independent servers (quorumStore). Client and Lock only talk to a store,
-// so every feature above it works the same on both.
+// A store is where locks live: one Redis deployment (singleStore) or a
+// majority of independent servers (quorumStore). Client and Lock only talk
+// to a store, so every feature above it works the same on both.
 type store interface {
 	// check rejects settings this store cannot honour.
 	check(o *options) error
-	// acquire makes one attempt under ref.token. holderTTL is the holder's
-	// remaining TTL (0 when unknown) when the lock is someone else's.
+	// acquire makes one attempt under ref.token; holderTTL: the holder's
+	// TTL left (0: unknown) when the lock is someone else's.
 	acquire(ctx context.Context, o *options, ref *lockRef) (acquired bool, fence int64, holderTTL time.Duration, err error)
-	// extend resets the lease; the reply is replyDone, replyGone or
-	// replyForeign, and err is set when that could not be established.
+	// extend resets the lease: replyDone, replyGone or replyForeign.
 	extend(ctx context.Context, r extendRequest) (reply int64, err error)
 	// release deletes the key if it holds ref.token; replies as extend.
 	release(ctx context.Context, ref *lockRef) (reply int64, err error)
 	// abandon gives back each ref's token: a token-checked release that
-	// also takes the token out of the lock's queue and passes on a lock
-	// handed to it (see janitor). One reply or error per ref, as release.
+	// also leaves the queue and passes on a lock handed to it (see janitor).
 	abandon(ctx context.Context, refs []*lockRef) (replies []int64, errs []error)
-	// pttl returns the remaining TTL of ref's lock in ms, or -2 (gone) /
-	// -3 (foreign).
+	// pttl returns ref's lease left in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, ref *lockRef) (int64, error)
-	// inspect reads the lock at key in one round trip (see
-	// lua/state.lua); a quorum reads every node and fills Info.Nodes.
+	// inspect reads the lock at key (lua/state.lua); a quorum every node.
 	inspect(ctx context.Context, key string) (Info, error)
-	// breakLock ends the lock at key whatever its token, as a release
-	// would (see lua/break.lua), and returns what it held and whether a
-	// waiter was handed the lock.
+	// breakLock ends the lock at key whatever its token, as a release would
+	// (lua/break.lua), returning what it held and whether a waiter got it.
 	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
-	// serves refuses the kinds of lock this store cannot hold, with an
-	// invalid-argument error that says why.
+	// serves refuses the kinds this store cannot hold, saying why.
 	serves(k lockKind) error
-	// idle returns a channel closed once none of the store's commands is
-	// under way (Client.Close waits for it), nil when there is nothing
-	// to wait for.
+	// idle: closed once none of the store's commands is under way (nil: none can be).
 	idle() <-chan struct{}
 	// slotted tells whether keys are spread over nodes by hash slot.
 	slotted() bool
-	// queues tells whether waiters queue on the server, where a release
-	// hands the lock to the first of them (see lua/release.lua). They then
-	// keep one token for all their attempts.
+	// queues: waiters queue on the server (lua/release.lua), one token each.
 	queues() bool
 }
 
-// lockRef is one lock as its store commands see it. For a single
-// deployment it also carries the acquire and release commands, built once
-// per lock, so that the uncontended path allocates no argument lists and
-// boxes nothing per call. The token and the lock's secondary keys go in as
-// *string, which go-redis writes as the string (and routes by the first
-// key, a plain string): tracing hooks that print a command's arguments show
-// an address for them, which for the token, a secret, is as it should be.
+// lockRef is one lock as its store commands see it; on a single deployment
+// it carries the acquire and release commands too, built once per lock so
+// that the uncontended path allocates and boxes nothing per call. The token
+// and secondary keys go in as *string, which go-redis writes as the string:
+// a hook that prints arguments shows an address, for the token a secret.
 type lockRef struct {
 	key       string
 	fenceKey  string // the fence counter; the lock key itself without fencing
@@ -68,51 +55,41 @@ type lockRef struct {
 	token     string // the key's value: the random token, then any metadata (see valueOf)
 	keyArg    any    // key, boxed once
 	ttlArg    any    // the TTL in milliseconds, boxed once per options
-	// multi: a lock of several names (see multi.go), whose commands are
-	// built from it; key is its first name's. nil for every other lock.
+	// multi: a lock of several names (see multi.go); key is its first's.
 	multi  *multiRef
 	fenced bool
-	// kind: what the lock is on the server, which picks its scripts
-	// (see lockKind); extraKey and arg are what a kind adds: a shared
-	// hold's set of holders and how long a waiter let in has to claim,
-	// a semaphore's limit key and its limit.
+	// kind picks the scripts (see lockKind); extraKey and arg are what it
+	// adds: a shared hold's set of holders and a waiter's time to claim, a
+	// semaphore's limit key and limit.
 	kind     lockKind
 	extraKey string
 	arg      int64
-	// waiting: the caller waits, so a refused attempt keeps its place in
-	// the lock's queue, and a release may hand the lock to it.
+	// waiting: a refused attempt keeps its place in the queue.
 	waiting bool
 	// attempted: an attempt was sent; later ones run the script. (With
 	// the other flags: a Lock over 696 bytes would cost 64 more per
 	// allocation, its size class and header considered.)
 	attempted bool
 
-	// setArgs is SET key token NX PX ttl: a plain lock's first attempt
-	// when the caller does not wait (see singleStore.acquire). Redis runs it faster than the
-	// acquire script, and a lock nobody holds needs nothing more; when it
-	// finds the key taken, the script runs after it to tell held (and for
-	// how long) from a value of another type, or from our own SET whose
-	// reply was lost and which go-redis sent again.
+	// setArgs is SET key token NX PX ttl: a plain lock's first attempt when
+	// the caller does not wait, faster on the server than the script. When
+	// it finds the key taken, the script tells held (and for how long) from
+	// another type, or from our own SET whose reply was lost and resent.
 	setArgs     [6]any
 	acquireArgs *[14]any // see acquireCommand; made on first use
-	// releaseArgs is the release, built once and never written again:
-	// concurrent Release calls may read it.
+	// releaseArgs: built once, never written again: concurrent Releases read it.
 	releaseArgs [9]any
 }
 
 // The server-side queue of waiters (see lua/acquire.lua, lua/release.lua).
 const (
-	// queueHold is how long a waiter's place in the queue lasts after its
-	// last attempt; a waiter that is gone (crashed, gave up without being
-	// heard) drops out after it.
+	// queueHold: how long a waiter's place lasts after its last attempt, so
+	// that a waiter gone unheard (crashed) drops out.
 	queueHold = 1500 * time.Millisecond
-	// queueRefresh is how often a queued waiter comes back to Redis when
-	// nothing else wakes it, which keeps its place.
+	// queueRefresh: how often a queued waiter that nothing wakes comes back.
 	queueRefresh = queueHold / 3
-	// handoffClaim is how long the lock handed to a waiter is held for
-	// it (at most the releaser's TTL): the waiter takes it, counting that
-	// lease from its first attempt, and extends it, or claims it; if the
-	// waiter is gone, the lock is free again after that.
+	// handoffClaim: how long a lock handed to a waiter is kept for it (at
+	// most the releaser's TTL); if the waiter is gone, it is free after that.
 	handoffClaim = time.Second
 )
 
@@ -121,8 +98,7 @@ var (
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
 
-// init sets the lock's keys from names (see lockKeys); the kind's layout
-// (see Client.take) adds what it needs, and commands then builds them.
+// init sets the lock's keys from names (see lockKeys); the kind's layout adds its own.
 func (r *lockRef) init(names string, keyLen int, o *options) {
 	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
 	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
@@ -134,9 +110,7 @@ func (r *lockRef) init(names string, keyLen int, o *options) {
 	}
 }
 
-// commands builds the lock's prepared commands, once its keys are laid
-// out; publish is the release script's announcement command (see
-// singleStore.publishCommand).
+// commands builds the prepared commands; publish: the release's announcement.
 func (r *lockRef) commands(o *options, publish any) {
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	claim := handoffClaimMs
@@ -157,8 +131,7 @@ func (r *lockRef) commands(o *options, publish any) {
 	}
 }
 
-// scriptsOf are the acquire and release scripts of a lock of one key, by
-// kind, and their SHA1s boxed once for the prepared commands.
+// scriptsOf: the scripts of a one-key lock by kind, and their SHA1s boxed once.
 var scriptsOf = [...]struct {
 	acquireSource, releaseSource string
 	acquireSHA, releaseSHA       any
@@ -169,20 +142,16 @@ var scriptsOf = [...]struct {
 	multiLock:     {multiAcquireSource, multiReleaseSource, multiAcquireSHA, multiReleaseSHA},
 }
 
-// releaseSource is the source of the script releaseArgs run.
 func (r *lockRef) releaseSource() string { return scriptsOf[r.kind].releaseSource }
 
-// acquireSource is the source of the script acquireCommand runs.
 func (r *lockRef) acquireSource() string { return scriptsOf[r.kind].acquireSource }
 
-// acquireCommand returns the EVALSHA of the acquire script for the next
-// attempt of a lock of one key: with the fence counter when fenced, and,
-// for an exclusive lock, with the queue's keys when the caller waits and
-// queue is set (a shared or semaphore script always has them).
+// acquireCommand returns the next attempt's EVALSHA: with the fence counter
+// when fenced, and the queue's keys when the caller waits (for an exclusive
+// lock only when queue is set).
 func (r *lockRef) acquireCommand(queue bool) []any {
 	if r.acquireArgs == nil {
-		// Not in the lock itself: an uncontended plain lock never
-		// needs it (see setArgs).
+		// Not in the lock itself: an uncontended plain lock never needs it.
 		r.acquireArgs = new([14]any)
 	}
 	a := r.acquireArgs[:0]

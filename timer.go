@@ -2,19 +2,15 @@ package redislock
 
 import "time"
 
-// lazyTimer is a runtime timer that is only ever moved earlier: arming it
-// for a time at or after the one it is set for does nothing, so the owner
-// of many deadlines touches the runtime timer only when the earliest one
-// moves earlier (a runtime timer added or moved earlier may wake an idle
-// thread, and on a small machine the core it runs on is often the Redis
-// server's). A firing that finds nothing due sets it for the next. Its
-// owner's mutex guards it.
+// lazyTimer is a runtime timer that is only ever moved earlier: the owner
+// of many deadlines touches it only when the earliest moves earlier (a
+// timer added or moved earlier may wake an idle thread, on a small machine
+// often the Redis server's core). Its owner's mutex guards it.
 type lazyTimer struct {
-	fire  func()      // what the timer calls
-	timer *time.Timer // created by the first arm
-	armed time.Time   // when timer is set to fire; zero: not set
-	// closed: the owner is closed (Client.Close); arm does nothing.
-	closed bool
+	fire   func()      // what the timer calls
+	timer  *time.Timer // created by the first arm
+	armed  time.Time   // when timer is set to fire; zero: not set
+	closed bool        // the owner is closed (Client.Close): arm does nothing
 }
 
 // arm makes the timer fire at at, unless it fires at or before at anyway.
@@ -30,13 +26,10 @@ func (t *lazyTimer) arm(at time.Time) {
 	t.timer.Reset(time.Until(at))
 }
 
-// fired records that the timer went off: the next arm sets it again.
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
-// stop stops the timer when its owner has nothing left to time: a timer
-// that is set keeps what its callback reaches (the owner, and through it
-// the Client) alive until it fires, so an idle Client that is dropped
-// could not be freed until its last lock's old deadline.
+// stop stops the timer when nothing is left to time: a set timer keeps its
+// owner, and the Client, alive until it fires.
 func (t *lazyTimer) stop() {
 	if t.timer != nil && !t.armed.IsZero() {
 		t.timer.Stop()
@@ -44,7 +37,6 @@ func (t *lazyTimer) stop() {
 	}
 }
 
-// close stops the timer for good: later arms do nothing.
 func (t *lazyTimer) close() {
 	if t.timer != nil {
 		t.timer.Stop()

@@ -15,21 +15,15 @@ import (
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// The one waiting room: a Client's callers that wait for one key, of any
-// kind, share its room and its subscription to the key's announcements
-// (see notifier). A plain release wakes everyone in it; a hand-over wakes
-// the one caller it was handed to, by its ticket (its seat). The callers
-// of a kind that takes turns (exclusive and multi, see lockKind) wait in
-// line for the room's turn, and only the turn holder asks Redis; a shared
-// or semaphore waiter takes no turn: each has its own place in the
-// server's queue, and others may be let in with it.
+// waitRooms are a Client's waiting rooms: the callers waiting for one key,
+// of any kind, share its room and subscription (see notifier). Exclusive
+// and multi callers wait in line for its turn, and only the turn's holder
+// asks Redis; shared and semaphore waiters each queue on the server.
 type waitRooms struct {
 	notifier *notifier
 	alarms   *alarms // the Client's: they close the rooms left idle
-	// tag names this Client's waiters to the release script: a waiter's
-	// token begins with it (see waiterToken), and a release that hands the
-	// lock to the waiter announces it on handoverChannel(key, tag), which
-	// only this Client hears. "" without a notifier.
+	// tag begins this Client's waiters' tokens (see waiterToken): a release
+	// hands over on handoverChannel(key, tag), which only we hear.
 	tag string
 
 	mu    sync.Mutex
@@ -46,52 +40,39 @@ type waitRoom struct {
 	// linger closes the room once idle (see leave), ringing lingerRing.
 	linger     alarm
 	lingerRing idleRoomRing
-	// seenHeld: the turn holder found the lock held, or holds it; the
-	// callers in line who give up then report ErrNotAcquired. Cleared
-	// when the room goes idle.
+	// seenHeld: the turn holder found the lock held, or holds it: callers
+	// in line who give up report ErrNotAcquired.
 	seenHeld atomic.Bool
 
 	mu sync.Mutex // guards gen and seats; the notifier delivers under it
-	// gen is closed, and replaced, at every plain announcement: whoever
-	// took it before looking at the lock is woken.
+	// gen is closed, and replaced, at every plain announcement.
 	gen   chan struct{}
 	seats map[string]*seat // by ticket (see handoffTicket)
 }
 
-// seat is a caller's place in a room, where a hand-over to its ticket
-// finds it.
+// seat is where a hand-over to a caller's ticket finds it.
 type seat struct {
 	woken chan struct{} // buffered: a hand-over to it was announced
-	// handed is the last hand-over announced with the lease it gave,
-	// which the caller may take without a claim (see
-	// acquisition.handedOver).
-	handed *handover
+	// handed: the lease the last hand-over announced (0: none).
+	handed time.Duration
 }
 
 // queuedWaiter is a goroutine in line for a room's turn.
 type queuedWaiter struct {
 	turn chan struct{} // closed to hand over the turn
-	// ref is the waiter's lock, whose first attempt a releaser of this
-	// Client may send right behind its release (see Lock.release); nil
-	// when it may not. early is that attempt, set before turn is closed.
+	// ref: the waiter's lock, whose first attempt a releaser may send
+	// (nil: not); early: that attempt, set before turn closes.
 	ref   *lockRef
 	early *earlyAttempt
 }
 
-// earlyAttempt is an acquire attempt sent for a waiter by the releaser
-// that handed it the turn, in the same round trip as the release.
+// earlyAttempt is an attempt sent for a waiter by its releaser, behind the release.
 type earlyAttempt struct {
 	sent  time.Time // before the command left: the lease began later
 	reply *redis.Cmd
 }
 
-// handover is an announced hand-over, with the lease the release gave.
-type handover struct {
-	lease time.Duration
-}
-
-// expect seats the caller of ticket: a hand-over to it wakes it from now
-// on.
+// expect seats ticket's caller: a hand-over to it wakes it from now on.
 func (r *waitRoom) expect(ticket string) *seat {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -106,14 +87,12 @@ func (r *waitRoom) expect(ticket string) *seat {
 	return s
 }
 
-// unseat takes ticket's seat out.
 func (r *waitRoom) unseat(ticket string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.seats, ticket)
 }
 
-// wakeup returns a channel closed at the next plain announcement.
 func (r *waitRoom) wakeup() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -123,12 +102,9 @@ func (r *waitRoom) wakeup() <-chan struct{} {
 	return r.gen
 }
 
-// wants delivers an announcement, and tells whether it woke anyone: a
-// plain release wakes everyone; a hand-over only the caller seated with
-// its ticket. A hand-over's announcement is "g:" and the ticket, then
-// "/" and the lease in milliseconds the release gave (see
-// lua/handover.lua); one without the lease (a release of an earlier
-// version, or a shared waiter let in) is claimed as before.
+// wants delivers an announcement: a plain release wakes everyone; a
+// hand-over ("g:" ticket "/" lease in ms, see lua/handover.lua) the caller
+// seated with its ticket, who claims it when no lease is given.
 func (r *waitRoom) wants(payload string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -145,9 +121,9 @@ func (r *waitRoom) wants(payload string) bool {
 	if s == nil {
 		return false // handed to a waiter of another process
 	}
-	s.handed = nil
+	s.handed = 0
 	if ms, err := strconv.ParseInt(lease, 10, 64); withLease && err == nil && ms > 0 && ms <= maxLeaseMs {
-		s.handed = &handover{lease: time.Duration(ms) * time.Millisecond}
+		s.handed = time.Duration(ms) * time.Millisecond
 	}
 	select {
 	case s.woken <- struct{}{}:
@@ -159,22 +135,20 @@ func (r *waitRoom) wants(payload string) bool {
 // maxLeaseMs bounds an announced lease (ms) to what a time.Duration holds.
 const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 
-// takeHandover returns the lease of the hand-over to ticket announced
-// since the last call, if any.
+// takeHandover takes the lease of a hand-over to ticket announced since the last call.
 func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.seats[ticket]
-	if s == nil || s.handed == nil {
+	if s == nil || s.handed == 0 {
 		return 0, false
 	}
-	h := s.handed
-	s.handed = nil
-	return h.lease, true
+	lease := s.handed
+	s.handed = 0
+	return lease, true
 }
 
-// newWaitRooms returns the rooms of a Client; rdb nil means no release
-// announcements to listen to (waiters poll).
+// newWaitRooms returns a Client's rooms; rdb nil: no announcements (waiters poll).
 func newWaitRooms(rdb redis.UniversalClient, as *alarms) *waitRooms {
 	w := &waitRooms{rooms: map[string]*waitRoom{}, alarms: as}
 	if rdb != nil {
@@ -184,22 +158,17 @@ func newWaitRooms(rdb redis.UniversalClient, as *alarms) *waitRooms {
 	return w
 }
 
-// errPatience: a caller waiting in line spent its strategy's waits;
-// errSeenHeld joins the error of a caller that gave up in line after the
-// turn holder saw the lock held.
+// errPatience: a caller in line spent its strategy's waits; errSeenHeld:
+// it gave up in line after the turn holder saw the lock held.
 var (
 	errPatience = errors.New("retry strategy spent while waiting in line")
 	errSeenHeld = errors.New("seen held by the caller ahead in line")
 )
 
-// enter returns the room of key, and when turn is set, with its turn held
-// by the caller, waiting in line if another goroutine of this Client
-// holds it; then also the attempt the goroutine that handed it the turn
-// made for it, if any (for ref, when not nil). The wait in line counts
-// against p, the caller's strategy. It fails with ctx's error,
-// errPatience, or errClosing once closing is closed; if the turn came as
-// it gave up, it returns the room (and any early attempt) with the error:
-// the caller cleans up and leaves the room.
+// enter returns key's room, with its turn held by the caller when turn is
+// set, waiting in line (counted against p) behind other goroutines of this
+// Client; then also the attempt a releaser made for ref, if any. If the
+// turn came as it gave up, it returns the room and attempt with the error.
 func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockRef, p *patience, closing <-chan struct{}) (*waitRoom, *earlyAttempt, error) {
 	w.mu.Lock()
 	room := w.rooms[key]
@@ -227,10 +196,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 		}
 		return nil, nil, err
 	} else {
-		// The turn is being handed to us as we give up. A releaser may
-		// be sending an attempt for us: wait for it (one round trip,
-		// bounded by the releaser's context and the client's timeouts),
-		// so that the caller can undo it.
+		// The turn is being handed to us as we give up: wait for the attempt
+		// a releaser may be sending for us, so that the caller can undo it.
 		<-me.turn
 		return room, me.early, err
 	}
@@ -266,9 +233,8 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 	}
 }
 
-// dropOut takes me out of room's line (and the room), and tells whether
-// the turn holder had seen the lock held; out is false when me was no
-// longer in line (the turn is being handed to it).
+// dropOut takes me out of line, telling whether the turn holder saw the lock
+// held; out is false when the turn is being handed to me.
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -282,11 +248,8 @@ func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out boo
 	return false, false
 }
 
-// takeNext hands the turn of room, held by the caller, straight to the
-// next goroutine in line that accepts an early attempt, and returns it; the
-// caller sets its early attempt and then closes its turn. nil: nobody in
-// line (or the next does not accept one), and the caller leaves the room
-// as usual. The caller's place in the room goes to the next.
+// takeNext hands room's turn to the next in line if it accepts an early
+// attempt, and returns it; the caller sets the attempt, then closes its turn.
 func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -299,14 +262,10 @@ func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
 	return next
 }
 
-// roomLinger is how long a room that nobody uses keeps its subscription,
-// so that a lock taken again and again from this Client does not
-// subscribe and unsubscribe each time.
+// roomLinger: a lock taken again and again does not subscribe every time.
 const roomLinger = 100 * time.Millisecond
 
-// leave takes a caller out of the room; with turn, it held the turn,
-// which goes to the next in line. A room left idle closes after
-// roomLinger unless someone enters it again.
+// leave takes a caller out; with turn, the turn goes to the next in line.
 func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -347,8 +306,7 @@ func (w *waitRooms) closeIdle(room *waitRoom) {
 	}
 }
 
-// hearing tells whether the room's subscription is confirmed: a release
-// announced from now on will be heard.
+// hearing tells whether the room's subscription is confirmed.
 func (w *waitRooms) hearing(room *waitRoom) bool {
 	w.mu.Lock()
 	sub := room.sub
@@ -364,9 +322,8 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 	}
 }
 
-// listen makes sure the room hears release announcements, and waits (at
-// most within) until the server confirmed the subscription: before that a
-// release can go unheard, so the caller tries again at once afterwards.
+// listen subscribes the room, and waits (at most within) for the server's
+// confirmation: before it a release can go unheard, so the caller retries.
 func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Duration, closing <-chan struct{}) {
 	if w.notifier == nil {
 		return
@@ -374,10 +331,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	w.mu.Lock()
 	sub := room.sub
 	if sub == nil {
-		// The shared channel for plain releases (a release with nobody
-		// live in line, or waiters that cannot queue), and ours for a
-		// hand-over: the second's confirmation makes the subscription
-		// ready.
+		// The lock's channel, and ours for hand-overs: its confirmation makes the sub ready.
 		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 		room.sub = sub
 	}
@@ -392,8 +346,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 	}
 }
 
-// close closes every room (Client.Close, once no caller waits): the
-// linger timers stop and the subscriptions end, waited for within ctx.
+// close closes every room (Client.Close), waiting within ctx for the subscriptions.
 func (w *waitRooms) close(ctx context.Context) {
 	w.mu.Lock()
 	var subs []*subscription
@@ -414,8 +367,6 @@ func (w *waitRooms) close(ctx context.Context) {
 	}
 }
 
-// wokenChan is the channel of a hand-over to s; nil (never ready) for no
-// seat.
 func (s *seat) wokenChan() <-chan struct{} {
 	if s == nil {
 		return nil

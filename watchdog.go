@@ -9,45 +9,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The watchdog: one scheduler per Client extends every lock it holds.
-//
-// The scheduler keeps a heap of held locks ordered by when each is due for
-// extension, and one timer set to the earliest. When the timer fires, its
-// goroutine takes every lock due within a short coalescing window (a
-// quarter of the shortest interval among them: extending a little early is
-// harmless) and sends their extensions together, one pipeline per round
-// trip, then sets the timer for the next. So a Client owns no goroutine
-// between extensions, one while a batch is under way, and never more:
-// taking and releasing a lock at most moves the timer earlier (see
-// lazyTimer), which costs no goroutine start-up or wake-up on the
-// uncontended path.
-//
-// The watchdog never signals a loss by timing alone: the locks' safe
-// deadlines ring on a timer of their own (alarms, below; see
-// Lock.onSafeDeadline), so a batch stuck on a stalled connection delays no
-// loss signal.
+// scheduler is the watchdog: one per Client, it extends the Client's locks
+// in the rounds of its timedQueue, a lock joining a round a quarter of its
+// interval early (harmless), one pipeline per round trip. It never signals
+// a loss by timing: safe deadlines ring on alarms of their own, so a batch
+// stuck on a stalled connection delays no loss signal.
 type scheduler struct {
 	store store
-	bg    *background
-	// watchRDB is the go-redis client whose restart watch the scheduler
-	// joins while it holds locks (nil: none); watch is the one it joined.
+	// timedQueue: the held locks by next extension; its mu guards the scheduler.
+	timedQueue[*hold]
+	// watchRDB: the go-redis client whose restart watch it joins while it
+	// holds locks (nil: none); watch: the one it joined.
 	watchRDB  redis.UniversalClient
 	watchOpts *options
 	watch     *restartWatch
-	watching  bool // a member of watch; it joins once locks have been held for watchDelay (timedQueue.also)
-
-	// timedQueue: the held locks by when each is due for extension; its
-	// mu guards the scheduler. An item may join a round a quarter of its
-	// interval early (watch.slack): extending a little early is harmless.
-	timedQueue[*hold]
-	// failing: the last batch had an extension that could not reach
-	// Redis. The first batch that reaches it again has every other
-	// held lock checked at once (see noteReachability).
+	watching  bool // a member of watch, since locks were held for watchDelay (timedQueue.also)
+	// failing: the last batch could not reach Redis (see noteReachability).
 	failing bool
 }
 
 func newScheduler(s store, bg *background) *scheduler {
-	sc := &scheduler{store: s, bg: bg}
+	sc := &scheduler{store: s}
 	sc.init(bg, func(l *hold) time.Time { return l.watch.due }, func(l *hold) *int { return &l.watch.index }, sc.extend)
 	sc.slack = func(l *hold) time.Duration { return l.watch.slack }
 	sc.beforeRounds = sc.joinWatchLocked
@@ -63,7 +45,6 @@ type watchState struct {
 	unwatched bool          // released or lost: never schedule again
 }
 
-// schedule puts l in the heap, due at due, unless it was unwatched.
 func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,8 +58,7 @@ func (s *scheduler) schedule(l *hold, due time.Time, interval time.Duration) {
 	s.setLocked(l)
 }
 
-// joinWatchLocked makes the scheduler a member of its restart watch (see
-// restartWatch) once locks have been held for watchDelay, unless it is one.
+// joinWatchLocked joins the restart watch once locks have been held for watchDelay.
 func (s *scheduler) joinWatchLocked(now time.Time) {
 	if s.watching || s.also.IsZero() || now.Before(s.also) {
 		return
@@ -90,7 +70,6 @@ func (s *scheduler) joinWatchLocked(now time.Time) {
 	s.watching = true
 }
 
-// leaveWatchLocked ends the membership: no lock is left to check.
 func (s *scheduler) leaveWatchLocked() {
 	s.also = time.Time{}
 	if s.watching {
@@ -99,8 +78,8 @@ func (s *scheduler) leaveWatchLocked() {
 	}
 }
 
-// unwatch takes l out for good. An extension of l already under way is not
-// interrupted: wait for it by taking the extension slot.
+// unwatch takes l out for good; an extension under way goes on (take the
+// extension slot to wait for it).
 func (s *scheduler) unwatch(l *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,9 +87,8 @@ func (s *scheduler) unwatch(l *hold) {
 	s.removeLocked(l)
 }
 
-// close stops the timer for good (Client.Close), and closes the restart
-// watch if no other Client uses it: the returned channel (nil if none) is
-// closed once its goroutine has returned.
+// close stops the timer for good, and closes the restart watch if no other
+// Client uses it, returning a channel closed once its goroutine returned.
 func (s *scheduler) close() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,23 +100,20 @@ func (s *scheduler) close() <-chan struct{} {
 	return s.watch.closeIfIdle()
 }
 
-// extendRequest is one lock's extension in a batch.
 type extendRequest struct {
 	opts  *options
 	key   string
 	token string
 	ttl   time.Duration
 	kind  lockKind
-	// extraKey is a shared hold's set of holders, or a semaphore's limit
-	// key; multi is a multi lock's names (nil for any other).
+	// extraKey: a shared hold's set or a semaphore's limit key; multi: a multi lock's.
 	extraKey string
 	multi    *multiRef
 	reply    int64 // filled in by the store
 	err      error
 }
 
-// batchExtender is implemented by stores that can extend many locks in one
-// round trip. Stores without it get the extensions concurrently.
+// batchExtender extends many locks in one round trip (without it: concurrently).
 type batchExtender interface {
 	extendBatch(ctx context.Context, reqs []extendRequest)
 }
@@ -151,8 +126,7 @@ func (s *scheduler) extend(batch []*hold) {
 			continue
 		}
 		if l.notHeld() != nil {
-			// Released (or lost) between leaving the heap and now:
-			// nothing to extend.
+			// Released (or lost) since it left the heap.
 			l.doneExtending()
 			continue
 		}
@@ -173,9 +147,8 @@ func (s *scheduler) extend(batch []*hold) {
 		}
 		l.mu.Unlock()
 	}
-	// Bound the round trip by the earliest lease in it: an answer after
-	// that comes too late to matter. (go-redis honours this only with
-	// ContextTimeoutEnabled; the loss is signalled on time regardless.)
+	// Bound the round trip by the earliest lease in it: a later answer is
+	// too late to matter (the loss is signalled on time regardless).
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	sent := time.Now()
 	if b, ok := s.store.(batchExtender); ok {
@@ -201,14 +174,12 @@ func (s *scheduler) extend(batch []*hold) {
 			continue
 		}
 		if l.notHeld() == nil && !l.pastSafeDeadline() {
-			// (Past it, as after a pause, the alarm reports the loss
-			// at once: no retry to announce.)
+			// (Past it, as after a pause, the alarm reports the loss: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
 		}
-		// Three more tries within what is left of the lease, at most a
-		// third of the interval apart: a lock taken from a hand-over
-		// holds only the hand-over's lease until its first extension.
+		// Three more tries in what is left of the lease, a third of the
+		// interval apart at most: a hand-over's lease may be short.
 		l.mu.Lock()
 		left := time.Until(l.safeDeadline)
 		l.mu.Unlock()
@@ -217,13 +188,9 @@ func (s *scheduler) extend(batch []*hold) {
 	}
 }
 
-// noteReachability looks at a batch's outcome for signs that the server
-// restarted, failed over or lost data, and then has every held lock
-// checked at once instead of at its own next extension (up to an interval
-// away): a key found gone (a restart without persistence, eviction,
-// FLUSHALL: the Client's other locks are likely gone too), or Redis
-// answering again after a batch that could not reach it (a restart or a
-// failover seen from here).
+// noteReachability has every held lock checked at once when a batch shows
+// that the server restarted, failed over or lost data: a key found gone (the
+// other locks likely are too), or Redis answering after a failed batch.
 func (s *scheduler) noteReachability(reqs []extendRequest) {
 	failed, gone := false, false
 	for _, r := range reqs {
@@ -243,7 +210,6 @@ func (s *scheduler) noteReachability(reqs []extendRequest) {
 	}
 }
 
-// lookAtAll makes every lock in the heap due now.
 func (s *scheduler) lookAtAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

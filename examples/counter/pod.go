@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,14 +21,9 @@ import (
 // podMain is one pod: it adds 1 to the counter under the lock, with the
 // check its environment names, and returns the exit code.
 func podMain(name string) int {
-	start, err := strconv.ParseInt(os.Getenv(envStart), 10, 64)
+	tl, ttl, err := podproc.PodSetup(envStart, envTTL)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envStart, err)
-		return 2
-	}
-	ttl, err := time.ParseDuration(os.Getenv(envTTL))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envTTL, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	c, ok := checks[os.Getenv(envCheck)]
@@ -42,8 +36,7 @@ func podMain(name string) int {
 		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envRedis, err)
 		return 2
 	}
-	tl := podproc.NewTimeline(os.Stdout, time.Unix(0, start))
-	db, err := openDB(os.Getenv(envDB))
+	db, err := podproc.OpenDB(os.Getenv(envDB))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,20 +24,14 @@ const frozenMark = "FROZEN"
 // podMain is one pod: it runs the nightly settlement under the lock, as
 // every pod's scheduler does at 00:05, and returns the exit code.
 func podMain(name string) int {
-	start, err := strconv.ParseInt(os.Getenv(envStart), 10, 64)
+	tl, ttl, err := podproc.PodSetup(envStart, envTTL)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envStart, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	ttl, err := time.ParseDuration(os.Getenv(envTTL))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, envTTL, err)
-		return 2
-	}
-	tl := &timeline{out: os.Stdout, start: time.Unix(0, start)}
 	date := os.Getenv(envDate)
 
-	db, err := openDB(os.Getenv(envDB))
+	db, err := podproc.OpenDB(os.Getenv(envDB))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
@@ -60,7 +53,7 @@ func podMain(name string) int {
 	// before its final write.
 	settle := func(ctx context.Context, freeze bool) error {
 		fence, _ := redislock.FenceFromContext(ctx)
-		tl.say(name, "acquired %s with fence %d", lockName, fence)
+		tl.Say(name, "acquired %s with fence %d", lockName, fence)
 		res, err := db.ExecContext(ctx, fenceInSQL, fence, date, fence)
 		if err != nil {
 			return err
@@ -73,17 +66,17 @@ func podMain(name string) int {
 			if err := db.QueryRowContext(ctx, `SELECT settled_by, fence FROM settlement WHERE settle_date = ?`, date).Scan(&by, &doneFence); err != nil {
 				return err
 			}
-			tl.say(name, "already settled by %s with fence %d (fence in: 0 rows updated): nothing to do", by, doneFence)
+			tl.Say(name, "already settled by %s with fence %d (fence in: 0 rows updated): nothing to do", by, doneFence)
 			return nil
 		}
-		tl.say(name, "fenced the row in (1 row updated), settling")
+		tl.Say(name, "fenced the row in (1 row updated), settling")
 		time.Sleep(100 * time.Millisecond) // the settlement work itself
 		if freeze {
-			tl.say(name, "%s before writing: SIGSTOP stops every thread, its watchdog's too, as a long GC pause or a frozen VM would", frozenMark)
+			tl.Say(name, "%s before writing: SIGSTOP stops every thread, its watchdog's too, as a long GC pause or a frozen VM would", frozenMark)
 			if err := podproc.Freeze(); err != nil {
 				return err
 			}
-			tl.say(name, "woke up (SIGCONT): it was past its last look at the lock, so it writes with fence %d", fence)
+			tl.Say(name, "woke up (SIGCONT): it was past its last look at the lock, so it writes with fence %d", fence)
 		}
 		// Not ctx: this write stands for one already under way when the
 		// pause hit. Only the database can refuse it now.
@@ -94,10 +87,10 @@ func podMain(name string) int {
 		if rows, err := res.RowsAffected(); err != nil {
 			return err
 		} else if rows == 0 {
-			tl.say(name, "write REJECTED by the database: a newer fence than %d has fenced the row in (0 rows updated)", fence)
+			tl.Say(name, "write REJECTED by the database: a newer fence than %d has fenced the row in (0 rows updated)", fence)
 			return nil
 		}
-		tl.say(name, "wrote status=done with fence %d (1 row updated)", fence)
+		tl.Say(name, "wrote status=done with fence %d (1 row updated)", fence)
 		return nil
 	}
 
@@ -108,7 +101,7 @@ func podMain(name string) int {
 	})
 	if errors.Is(err, redislock.ErrNotAcquired) {
 		// This demo's pods then wait their turn, to show the takeover.
-		tl.say(name, "skipped: another pod holds %s; waiting for it (up to %v)", lockName, 10*ttl)
+		tl.Say(name, "skipped: another pod holds %s; waiting for it (up to %v)", lockName, 10*ttl)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*ttl)
 		defer cancel()
 		err = locker.RunWithLock(ctx, lockName, func(ctx context.Context) error {
@@ -118,10 +111,10 @@ func podMain(name string) int {
 	var lost *redislock.LostError
 	switch {
 	case errors.As(err, &lost):
-		tl.say(name, "RunWithLock: the lock was lost during the job: %s", lost.Reason)
-		tl.say(name, "(%s)", whyLost(lost.Reason))
+		tl.Say(name, "RunWithLock: the lock was lost during the job: %s", lost.Reason)
+		tl.Say(name, "(%s)", whyLost(lost.Reason))
 	case err != nil:
-		tl.say(name, "error: %v", err)
+		tl.Say(name, "error: %v", err)
 		return 1
 	}
 
@@ -131,7 +124,7 @@ func podMain(name string) int {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := locker.Close(shutdown); err != nil {
-		tl.say(name, "close: %v", err)
+		tl.Say(name, "close: %v", err)
 		return 1
 	}
 	return 0
@@ -155,7 +148,7 @@ func whyLost(reason redislock.LostReason) string {
 
 // logHandler puts the library's Warn and Error logs on the timeline.
 type logHandler struct {
-	tl  *timeline
+	tl  *podproc.Timeline
 	pod string
 }
 
@@ -170,6 +163,6 @@ func (h logHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	h.tl.say(h.pod, "[log %s] %s %s", r.Level, r.Message, strings.Join(attrs, " "))
+	h.tl.Say(h.pod, "[log %s] %s %s", r.Level, r.Message, strings.Join(attrs, " "))
 	return nil
 }

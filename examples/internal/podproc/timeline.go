@@ -3,16 +3,18 @@ package podproc
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Timeline prints lines stamped with the seconds since a start that every
-// pod shares; safe for concurrent use.
+// pod shares, and keeps them for tests; safe for concurrent use.
 type Timeline struct {
 	mu    sync.Mutex
 	out   io.Writer
 	start time.Time
+	lines []string
 }
 
 // NewTimeline returns a Timeline that writes to out and counts from start.
@@ -32,5 +34,13 @@ func (t *Timeline) Say(who, format string, args ...any) {
 func (t *Timeline) Print(line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.lines = append(t.lines, strings.TrimSuffix(line, "\n"))
 	fmt.Fprint(t.out, line)
+}
+
+// Lines returns the lines printed so far, in order.
+func (t *Timeline) Lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.lines...)
 }
