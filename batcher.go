@@ -18,21 +18,34 @@ import (
 // While maxInFlight sends are under way, the commands that come meanwhile
 // queue; the first send to finish takes the whole queue and has it sent as
 // one go-redis pipeline by a flusher goroutine, which goes on with what
-// queued during that round trip, and ends when nothing is left. Each
-// queued caller waits for its reply or for its ctx, whichever comes first.
-// A caller whose ctx ends first gets ctx's error: if its command was still
-// queued it is taken out and never sent; if it was on its way, its reply,
-// when it comes, is read by nobody, and the caller's error says it was not
-// seen (an acquire attempt is then given back by the janitor, as after a
-// timeout).
+// queued during that round trip, and ends when nothing is left. So up to
+// maxInFlight batches are in flight, each on a pool connection of its own,
+// and one goes out while another's replies are read.
 //
-// Only go-redis's own clients batch (see newBatcher). On a ClusterClient, commands are queued per node (the primary that
-// serves the key's slot when queued), so that one node's pipeline never
-// waits for another's; go-redis still routes each command, and follows
-// MOVED and ASK itself.
+// A send that takes longer than stallAfter (a stalled connection, a server
+// that stopped answering) stops counting against maxInFlight: once one is
+// that late, a lane timer hands the queue to a new send, so a stuck
+// connection holds up its own batch and no other (up to maxSends sends
+// per lane).
+//
+// Each queued caller waits for its reply or for its ctx, whichever comes
+// first. A caller whose ctx ends first gets ctx's error: if its command
+// was still queued it is taken out and never sent; if it was on its way,
+// its reply, when it comes, is read by nobody, and the caller's error says
+// it was not seen (an acquire attempt is then given back by the janitor,
+// as after a timeout).
+//
+// Only go-redis's own clients batch (see newBatcher). On a ClusterClient,
+// commands are queued per node (the primary that serves the key's slot
+// when queued), so that one node's pipeline never waits for another's;
+// go-redis still routes each command, and follows MOVED and ASK itself.
 type batcher struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // rdb, when it is one
+	// stallAfter is how long a send may take before it stops counting
+	// against maxInFlight: defaultStallAfter, longer in tests that hold
+	// sends at a gate on purpose.
+	stallAfter time.Duration
 
 	mu    sync.Mutex
 	lanes map[string]*lane // a cluster's, by node address
@@ -42,16 +55,43 @@ type batcher struct {
 	flushers sync.WaitGroup
 }
 
-// maxInFlight is how many sends of one lane may be under way before
-// commands queue: two, so that a batch forms while the previous one is on
-// the wire, without taking more connections from the pool.
+// maxInFlight is how many sends of one lane may be under way, and not
+// late, before commands queue: two, so that a batch forms and goes out
+// while the previous one is on the wire or its replies are read. More
+// splits the load into smaller batches, which cost more system calls per
+// command on both sides (measured in interleaved rounds: three in flight
+// were no faster than two at 64 goroutines and slower at 16).
 const maxInFlight = 2
 
-// lane is the queue of one node.
+// maxSends bounds the sends of one lane under way at once, late ones
+// included, so that stalled connections cannot take the whole pool.
+const maxSends = 8
+
+// defaultStallAfter is how long a send may take before it no longer holds
+// up the queue (see batcher). A healthy round trip takes well under a
+// millisecond; go-redis's read timeout, which ends a stalled one, is 5 s
+// by default. Long enough that a CPU-starved process, whose round trips
+// take milliseconds, does not take its own slowness for stalls and split
+// its batches.
+const defaultStallAfter = 20 * time.Millisecond
+
+// lane is the queue of one node and its sends under way.
 type lane struct {
-	inFlight int
-	queue    []*batchCall
-	spare    []*batchCall // the last batch's slice, reused
+	sends [maxSends]sendSlot
+	live  int // sends under way that are not late: at most maxInFlight
+	queue []*batchCall
+	spare []*batchCall // the last batch's slice, reused
+	// watch fires when the earliest live send would become late while
+	// commands are queued (see watchLocked); watching: it is set.
+	watch    *time.Timer
+	watching bool
+}
+
+// sendSlot is one send under way: a lone caller's, or a flusher's.
+type sendSlot struct {
+	busy  bool
+	late  bool      // under way for longer than stallAfter: not live
+	since time.Time // when its current command or batch went out
 }
 
 // batchCall is one queued command and where its reply is signalled.
@@ -71,9 +111,9 @@ var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan s
 func newBatcher(rdb redis.UniversalClient) *batcher {
 	switch r := rdb.(type) {
 	case *redis.Client:
-		return &batcher{rdb: r}
+		return &batcher{rdb: r, stallAfter: defaultStallAfter}
 	case *redis.ClusterClient:
-		return &batcher{rdb: r, cluster: r, lanes: make(map[string]*lane)}
+		return &batcher{rdb: r, cluster: r, lanes: make(map[string]*lane), stallAfter: defaultStallAfter}
 	}
 	return nil
 }
@@ -90,21 +130,22 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
-	if l.inFlight < maxInFlight && stop == nil {
-		l.inFlight++
-		b.mu.Unlock()
-		_ = b.rdb.Process(ctx, cmd)
-		b.next(l)
-		return cmd
+	if stop == nil {
+		if slot := l.claim(); slot != nil {
+			b.mu.Unlock()
+			_ = b.rdb.Process(ctx, cmd)
+			b.sent(l, slot)
+			return cmd
+		}
 	}
 	call := batchCalls.Get().(*batchCall)
 	call.ctx, call.cmd = ctx, cmd
 	l.queue = append(l.queue, call)
-	if l.inFlight < maxInFlight {
+	if slot := l.claim(); slot != nil {
 		// Nothing under way would take the queue: a flusher sends it.
-		l.inFlight++
-		b.flushers.Add(1)
-		go b.flush(l, b.take(l))
+		b.startFlusher(l, slot)
+	} else {
+		b.watchLocked(l)
 	}
 	b.mu.Unlock()
 	var why error
@@ -190,18 +231,66 @@ func (b *batcher) lane(ctx context.Context, key string) *lane {
 	return l
 }
 
-// next ends one send of l: the queue, if any, goes to a flusher.
-func (b *batcher) next(l *lane) {
+// claim takes a slot for a new send if fewer than maxInFlight live sends
+// of l are under way and fewer than maxSends in all; nil otherwise. b.mu
+// is held.
+func (l *lane) claim() *sendSlot {
+	if l.live >= maxInFlight {
+		return nil
+	}
+	for i := range l.sends {
+		if slot := &l.sends[i]; !slot.busy {
+			*slot = sendSlot{busy: true, since: time.Now()}
+			l.live++
+			return slot
+		}
+	}
+	return nil
+}
+
+// carryOn tells whether slot, whose send just ended, may send l's queue
+// next: always when it was live, and when it was late only if the live
+// sends leave room for it (it is then live again). b.mu is held.
+func (l *lane) carryOn(slot *sendSlot) bool {
+	if len(l.queue) == 0 {
+		return false
+	}
+	if slot.late {
+		if l.live >= maxInFlight {
+			return false
+		}
+		slot.late = false
+		l.live++
+	}
+	slot.since = time.Now()
+	return true
+}
+
+// free ends slot. b.mu is held.
+func (l *lane) free(slot *sendSlot) {
+	if !slot.late {
+		l.live--
+	}
+	*slot = sendSlot{}
+}
+
+// sent ends a lone caller's send on slot: the queue, if any, goes to a
+// flusher on the same slot.
+func (b *batcher) sent(l *lane, slot *sendSlot) {
 	b.mu.Lock()
-	batch := b.take(l)
-	if batch == nil {
-		l.inFlight--
-		b.mu.Unlock()
+	defer b.mu.Unlock()
+	if l.carryOn(slot) {
+		b.startFlusher(l, slot)
 		return
 	}
+	l.free(slot)
+}
+
+// startFlusher hands l's queue to a new flusher that sends on slot. b.mu
+// is held.
+func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
 	b.flushers.Add(1)
-	b.mu.Unlock()
-	go b.flush(l, batch)
+	go b.flush(l, slot, b.take(l))
 }
 
 // take returns l's queue and leaves l an empty one; nil when empty. b.mu
@@ -215,21 +304,75 @@ func (b *batcher) take(l *lane) []*batchCall {
 	return batch
 }
 
-// flush sends batch, then what queued meanwhile, until l's queue is empty.
-func (b *batcher) flush(l *lane, batch []*batchCall) {
+// flush sends batch, then what queued meanwhile, until l's queue is empty
+// or its slot, late, has to make room for live sends.
+func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 	defer b.flushers.Done()
-	for batch != nil {
+	for {
 		b.send(batch)
 		clear(batch)
 		b.mu.Lock()
 		if l.spare == nil {
 			l.spare = batch[:0]
 		}
-		if batch = b.take(l); batch == nil {
-			l.inFlight--
+		if !l.carryOn(slot) {
+			l.free(slot)
+			b.mu.Unlock()
+			return
 		}
+		batch = b.take(l)
 		b.mu.Unlock()
 	}
+}
+
+// watchLocked sets l's timer, unless it is set, for the moment the
+// earliest live send becomes late, so that the queue does not wait longer
+// than stallAfter behind stalled sends when no new caller comes to notice
+// them. b.mu is held.
+func (b *batcher) watchLocked(l *lane) {
+	if l.watching {
+		return
+	}
+	var earliest time.Time
+	for i := range l.sends {
+		if slot := &l.sends[i]; slot.busy && !slot.late && (earliest.IsZero() || slot.since.Before(earliest)) {
+			earliest = slot.since
+		}
+	}
+	if earliest.IsZero() {
+		return // every send under way is late: the first to end takes the queue
+	}
+	wait := time.Until(earliest.Add(b.stallAfter))
+	l.watching = true
+	if l.watch == nil {
+		l.watch = time.AfterFunc(wait, func() { b.checkLate(l) })
+		return
+	}
+	l.watch.Reset(wait)
+}
+
+// checkLate runs on l's timer: sends under way for stallAfter or longer
+// stop counting as live, and the queue goes to a new send if that leaves
+// room; otherwise the timer is set again for the next live send.
+func (b *batcher) checkLate(l *lane) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l.watching = false
+	if len(l.queue) == 0 {
+		return
+	}
+	now := time.Now()
+	for i := range l.sends {
+		if slot := &l.sends[i]; slot.busy && !slot.late && now.Sub(slot.since) >= b.stallAfter {
+			slot.late = true
+			l.live--
+		}
+	}
+	if slot := l.claim(); slot != nil {
+		b.startFlusher(l, slot)
+		return
+	}
+	b.watchLocked(l)
 }
 
 // send sends batch in one pipeline and signals each caller. The pipeline
