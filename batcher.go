@@ -15,21 +15,25 @@ import (
 //
 // It is a group commit, with no goroutine of its own while idle. A caller
 // with nothing ahead of it sends its command at once on its own goroutine,
-// with its own ctx, as if there were no batcher (no timer, no added wait).
-// While maxInFlight sends are under way, the commands that come meanwhile
-// queue; the first send to finish takes the whole queue and has it sent as
-// one go-redis pipeline by a flusher goroutine, which goes on with what
-// queued during that round trip, and ends when nothing is left. So up to
-// maxInFlight batches are in flight, each on a pool connection of its own,
-// and one goes out while another's replies are read. A batch's size
-// follows the load: before it takes the queue, a flusher lets the callers
-// it has just answered queue their next commands (see gather).
+// with its own ctx, as if there were no batcher (no timer, no added wait);
+// so do two at once. While a batch of several commands is under way, or
+// maxInFlight sends, the commands that come meanwhile queue (see
+// maxInFlight); the first send to finish takes the whole queue and has it
+// sent as one go-redis pipeline by a flusher goroutine, which goes on with
+// what queued during that round trip, and ends when nothing is left. So up
+// to two batches are in flight, each on a pool connection of its own, one
+// written while the other's replies are read. A batch's size follows the
+// load: before it
+// takes the queue, a flusher lets the callers it has just answered queue
+// their next commands (see gather), so that under load one batch carries
+// everyone's next command, in the system calls of one round trip.
 //
-// A send that takes longer than stallAfter (a stalled connection, a server
-// that stopped answering) stops counting against maxInFlight: once one is
-// that late, a lane timer hands the queue to a new send, so a stuck
-// connection holds up its own batch and no other (up to maxSends sends
-// per lane).
+// A send that takes eight times as long as the lane's sends usually do (a
+// stalled connection, a server that stopped answering) is late: it stops
+// counting against maxInFlight, and a lane timer hands the queue to a new
+// send, so a stuck connection holds up its own batch and, for that short
+// while only, the commands queued behind it (up to maxSends sends per
+// lane; see lateAfter).
 //
 // Each queued caller waits for its reply or for its ctx, whichever comes
 // first. A caller whose ctx ends first gets ctx's error: if its command
@@ -45,10 +49,10 @@ import (
 type batcher struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient // rdb, when it is one
-	// stallAfter is how long a send may take before it stops counting
-	// against maxInFlight: defaultStallAfter, longer in tests that hold
-	// sends at a gate on purpose.
-	stallAfter time.Duration
+	// minLate and maxLate bound how long a send may take before it is
+	// late (see lateAfter): defaultMinLate and defaultMaxLate, an hour in
+	// tests that hold sends at a gate on purpose.
+	minLate, maxLate time.Duration
 
 	mu    sync.Mutex
 	lanes map[string]*lane // a cluster's, by node address
@@ -59,29 +63,42 @@ type batcher struct {
 }
 
 // maxInFlight is how many sends of one lane may be under way, and not
-// late, before commands queue: two, so that a batch forms and goes out
-// while the previous one is on the wire or its replies are read. More
-// splits the load into smaller batches, which cost more system calls per
-// command on both sides (measured in interleaved rounds: three in flight
-// were no faster than two at 64 goroutines and slower at 16).
+// late, before commands queue: two lone callers' at once, or a batch and
+// the send that, ending first, takes the next. Commands that come while a
+// batch of several commands is under way queue for the next one rather
+// than go alone on another connection: under load, a command sent alone
+// costs the system calls of a whole round trip on both sides, which at 16
+// goroutines took a sixth of the client's CPU for the one command in
+// twenty that went alone (go-redis's autopipeliner, v9.23, keeps one batch
+// in flight by default, for deep batches, too). A batch of one is no sign
+// of load (a waiter's attempt, say), and a release that comes meanwhile
+// goes alone as before, instead of waiting for it.
 const maxInFlight = 2
 
 // maxSends bounds the sends of one lane under way at once, late ones
 // included, so that stalled connections cannot take the whole pool.
 const maxSends = 8
 
-// defaultStallAfter is how long a send may take before it no longer holds
-// up the queue (see batcher). A healthy round trip takes well under a
-// millisecond; go-redis's read timeout, which ends a stalled one, is 5 s
-// by default. Long enough that a CPU-starved process, whose round trips
-// take milliseconds, does not take its own slowness for stalls and split
-// its batches.
-const defaultStallAfter = 20 * time.Millisecond
+// defaultMinLate and defaultMaxLate bound how long a send may take before
+// it is late (see lateAfter). A healthy round trip on a LAN takes well
+// under a millisecond, and go-redis's read timeout, which ends a stalled
+// one, is 5 s by default.
+const (
+	defaultMinLate = time.Millisecond
+	defaultMaxLate = 20 * time.Millisecond
+)
 
 // lane is the queue of one node and its sends under way.
 type lane struct {
 	sends [maxSends]sendSlot
 	live  int // sends under way that are not late: at most maxInFlight
+	// crowded counts the live sends that carry a batch of several
+	// commands: while one is under way, callers queue for the next batch
+	// instead of going alone (see maxInFlight).
+	crowded int
+	// usual is how long l's sends take, a moving average of those that
+	// were not late (see lateAfter).
+	usual time.Duration
 	queue []*batchCall
 	spare []*batchCall // the last batch's slice, reused
 	// watch fires when the earliest live send would become late while
@@ -93,7 +110,8 @@ type lane struct {
 // sendSlot is one send under way: a lone caller's, or a flusher's.
 type sendSlot struct {
 	busy  bool
-	late  bool      // under way for longer than stallAfter: not live
+	crowd bool      // live, with a batch of several commands
+	late  bool      // under way for longer than lateAfter: not live
 	since time.Time // when its current command or batch went out
 }
 
@@ -114,9 +132,9 @@ var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan s
 func newBatcher(rdb redis.UniversalClient) *batcher {
 	switch r := rdb.(type) {
 	case *redis.Client:
-		return &batcher{rdb: r, stallAfter: defaultStallAfter}
+		return &batcher{rdb: r, minLate: defaultMinLate, maxLate: defaultMaxLate}
 	case *redis.ClusterClient:
-		return &batcher{rdb: r, cluster: r, lanes: make(map[string]*lane), stallAfter: defaultStallAfter}
+		return &batcher{rdb: r, cluster: r, lanes: make(map[string]*lane), minLate: defaultMinLate, maxLate: defaultMaxLate}
 	}
 	return nil
 }
@@ -133,7 +151,7 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
-	if stop == nil {
+	if stop == nil && l.crowded == 0 {
 		if slot := l.claim(); slot != nil {
 			b.mu.Unlock()
 			_ = b.rdb.Process(ctx, cmd)
@@ -144,12 +162,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	call := batchCalls.Get().(*batchCall)
 	call.ctx, call.cmd = ctx, cmd
 	l.queue = append(l.queue, call)
-	if slot := l.claim(); slot != nil {
-		// Nothing under way would take the queue: a flusher sends it.
-		b.startFlusher(l, slot)
-	} else {
-		b.watchLocked(l)
-	}
+	b.dispatchLocked(l)
 	b.mu.Unlock()
 	var why error
 	select {
@@ -269,19 +282,80 @@ func (l *lane) carryOn(slot *sendSlot) bool {
 	return true
 }
 
+// observe folds took, how long slot's send took, into l.usual, unless the
+// send was late: a stall is not how long sends usually take. b.mu is held.
+func (l *lane) observe(slot *sendSlot, took time.Duration) {
+	switch {
+	case slot.late:
+	case l.usual == 0:
+		l.usual = took
+	default:
+		l.usual += (took - l.usual) / 8
+	}
+}
+
+// lateAfter returns how long a send of l may be under way before it is
+// late: eight times as long as l's sends usually take, within
+// [b.minLate, b.maxLate]. Relative, so that a slow link or a CPU-starved
+// process, whose round trips take milliseconds, does not take its own
+// pace for stalls and split its batches; bounded, so that the first
+// sends, and a lane whose sends all got slow, are judged by a sane figure.
+// A batch that is merely slow and taken for late costs no more than the
+// second batch in flight it lets start. b.mu is held.
+func (b *batcher) lateAfter(l *lane) time.Duration {
+	return min(max(8*l.usual, b.minLate), b.maxLate)
+}
+
+// markLate stops counting slot, under way for too long, as live. b.mu is
+// held.
+func (l *lane) markLate(slot *sendSlot) {
+	l.setCrowd(slot, false)
+	slot.late = true
+	l.live--
+}
+
 // free ends slot. b.mu is held.
 func (l *lane) free(slot *sendSlot) {
+	l.setCrowd(slot, false)
 	if !slot.late {
 		l.live--
 	}
 	*slot = sendSlot{}
 }
 
+// setCrowd records whether slot, live, now carries a batch of several
+// commands. b.mu is held.
+func (l *lane) setCrowd(slot *sendSlot, crowd bool) {
+	switch {
+	case crowd && !slot.crowd:
+		l.crowded++
+	case !crowd && slot.crowd:
+		l.crowded--
+	}
+	slot.crowd = crowd
+}
+
+// dispatchLocked sees to l's queue, which is not empty: a new flusher
+// sends it if no batch of several is under way and a send may start;
+// otherwise the first send to end takes it, and the timer watches for late
+// sends. b.mu is held.
+func (b *batcher) dispatchLocked(l *lane) {
+	if l.crowded == 0 {
+		if slot := l.claim(); slot != nil {
+			b.startFlusher(l, slot)
+			return
+		}
+	}
+	b.watchLocked(l)
+}
+
 // sent ends a lone caller's send on slot: the queue, if any, goes to a
 // flusher on the same slot.
 func (b *batcher) sent(l *lane, slot *sendSlot) {
+	took := time.Since(slot.since) // (only this goroutine writes it now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	l.observe(slot, took)
 	if l.carryOn(slot) {
 		b.startFlusher(l, slot)
 		return
@@ -289,11 +363,13 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 	l.free(slot)
 }
 
-// startFlusher hands l's queue to a new flusher that sends on slot. b.mu
-// is held.
+// startFlusher hands l's queue to a new flusher that sends on slot, which
+// is live. b.mu is held.
 func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
+	batch := b.take(l)
+	l.setCrowd(slot, len(batch) > 1)
 	b.flushers.Add(1)
-	go b.flush(l, slot, b.take(l))
+	go b.flush(l, slot, batch)
 }
 
 // take returns l's queue and leaves l an empty one; nil when empty. b.mu
@@ -313,12 +389,14 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 	defer b.flushers.Done()
 	for {
 		b.send(batch)
+		took := time.Since(slot.since)
 		answered := len(batch)
 		clear(batch)
 		if answered > 1 {
 			b.gather(l, answered)
 		}
 		b.mu.Lock()
+		l.observe(slot, took)
 		if l.spare == nil {
 			l.spare = batch[:0]
 		}
@@ -328,6 +406,7 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			return
 		}
 		batch = b.take(l)
+		l.setCrowd(slot, len(batch) > 1)
 		b.mu.Unlock()
 	}
 }
@@ -367,9 +446,8 @@ func (b *batcher) queued(l *lane) int {
 }
 
 // watchLocked sets l's timer, unless it is set, for the moment the
-// earliest live send becomes late, so that the queue does not wait longer
-// than stallAfter behind stalled sends when no new caller comes to notice
-// them. b.mu is held.
+// earliest live send becomes late, so that the queue waits no longer than
+// lateAfter behind a stalled send. b.mu is held.
 func (b *batcher) watchLocked(l *lane) {
 	if l.watching {
 		return
@@ -383,7 +461,7 @@ func (b *batcher) watchLocked(l *lane) {
 	if earliest.IsZero() {
 		return // every send under way is late: the first to end takes the queue
 	}
-	wait := time.Until(earliest.Add(b.stallAfter))
+	wait := time.Until(earliest.Add(b.lateAfter(l)))
 	l.watching = true
 	if l.watch == nil {
 		l.watch = time.AfterFunc(wait, func() { b.checkLate(l) })
@@ -392,9 +470,10 @@ func (b *batcher) watchLocked(l *lane) {
 	l.watch.Reset(wait)
 }
 
-// checkLate runs on l's timer: sends under way for stallAfter or longer
-// stop counting as live, and the queue goes to a new send if that leaves
-// room; otherwise the timer is set again for the next live send.
+// checkLate runs on l's timer: sends under way for lateAfter or longer
+// stop counting as live, and the queue goes to a new flusher if that
+// leaves no batch under way and room for a send; otherwise the timer is
+// set again for the next live send.
 func (b *batcher) checkLate(l *lane) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -402,18 +481,13 @@ func (b *batcher) checkLate(l *lane) {
 	if len(l.queue) == 0 {
 		return
 	}
-	now := time.Now()
+	now, lateAfter := time.Now(), b.lateAfter(l)
 	for i := range l.sends {
-		if slot := &l.sends[i]; slot.busy && !slot.late && now.Sub(slot.since) >= b.stallAfter {
-			slot.late = true
-			l.live--
+		if slot := &l.sends[i]; slot.busy && !slot.late && now.Sub(slot.since) >= lateAfter {
+			l.markLate(slot)
 		}
 	}
-	if slot := l.claim(); slot != nil {
-		b.startFlusher(l, slot)
-		return
-	}
-	b.watchLocked(l)
+	b.dispatchLocked(l)
 }
 
 // send sends batch in one pipeline and signals each caller. The pipeline

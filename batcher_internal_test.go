@@ -136,13 +136,24 @@ func gateClient(t *testing.T, ctx context.Context, rdb *redis.Client) (*Client, 
 }
 
 // neverLate keeps c's batcher from counting a send as late (see
-// batcher.stallAfter): tests that hold sends at a gate, for as long as
+// batcher.lateAfter): tests that hold sends at a gate, for as long as
 // they need, check what queues behind them.
 func neverLate(c *Client) {
 	b := c.store.(singleStore).batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stallAfter = time.Hour
+	b.minLate, b.maxLate = time.Hour, time.Hour
+}
+
+// lateAsUsual undoes neverLate, also for the timer it set (an hour).
+func lateAsUsual(c *Client) {
+	b := c.store.(singleStore).batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.minLate, b.maxLate = defaultMinLate, defaultMaxLate
+	if b.one.watching {
+		b.one.watch.Reset(0)
+	}
 }
 
 // queuedCommands returns how many commands wait in c's batcher.
@@ -391,6 +402,7 @@ func TestCloseWaitsForCommandsUnderWay(t *testing.T) {
 		quit()
 		require.ErrorIs(t, (<-quitter).err, context.Canceled)
 		require.ErrorIs(t, (<-stayer).err, context.Canceled)
+		lateAsUsual(c) // the releases queue behind the held pipeline until it is late
 		for _, got := range first {
 			r := <-got
 			require.NoError(t, r.err)
