@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"errors"
+	"net"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -125,11 +127,33 @@ func gateClient(t *testing.T, ctx context.Context, rdb *redis.Client) (*Client, 
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := New(rdb, WithLogger(discard()))
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	neverLate(c)
 	warmUp(t, ctx, c)
 	gate := newSendGate()
 	rdb.AddHook(gate)
 	t.Cleanup(func() { gate.openSingle(); gate.openPipeline() }) // before Close, on a failure
 	return c, rdb, gate
+}
+
+// neverLate keeps c's batcher from counting a send as late (see
+// batcher.lateAfter): tests that hold sends at a gate, for as long as
+// they need, check what queues behind them.
+func neverLate(c *Client) {
+	b := c.store.(singleStore).batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.minLate, b.maxLate = time.Hour, time.Hour
+}
+
+// lateAsUsual undoes neverLate, also for the timer it set (an hour).
+func lateAsUsual(c *Client) {
+	b := c.store.(singleStore).batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.minLate, b.maxLate = defaultMinLate, defaultMaxLate
+	if b.one.watching {
+		b.one.watch.Reset(0)
+	}
 }
 
 // queuedCommands returns how many commands wait in c's batcher.
@@ -313,6 +337,7 @@ func TestOneClusterNodesCommandsDoNotWaitForAnothers(t *testing.T) {
 	rdb := redistest.SharedCluster(t).Client(t)
 	c := New(rdb, WithLogger(discard()))
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	neverLate(c)
 	node := func(name string) string {
 		n, err := rdb.MasterForKey(ctx, DefaultKeyPrefix+"{"+name+"}")
 		require.NoError(t, err)
@@ -377,6 +402,7 @@ func TestCloseWaitsForCommandsUnderWay(t *testing.T) {
 		quit()
 		require.ErrorIs(t, (<-quitter).err, context.Canceled)
 		require.ErrorIs(t, (<-stayer).err, context.Canceled)
+		lateAsUsual(c) // the releases queue behind the held pipeline until it is late
 		for _, got := range first {
 			r := <-got
 			require.NoError(t, r.err)
@@ -395,4 +421,108 @@ func TestCloseWaitsForCommandsUnderWay(t *testing.T) {
 			t.Fatal("the flusher did not end once its pipeline was answered")
 		}
 	})
+}
+
+// stallingNet dials connections whose replies stop coming once an acquire
+// attempt for a name that starts with "stuck-" was written on them, until
+// release: a connection stalled in the network, with its batch on it.
+type stallingNet struct {
+	released chan struct{}
+	release  func()
+	mu       sync.Mutex
+	written  map[string]bool // the stuck names whose commands went out
+}
+
+var stuckName = regexp.MustCompile(`\{(stuck-\d+)\}`)
+
+func newStallingNet() *stallingNet {
+	n := &stallingNet{released: make(chan struct{}), written: make(map[string]bool)}
+	n.release = sync.OnceFunc(func() { close(n.released) })
+	return n
+}
+
+func (n *stallingNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &stallingConn{Conn: conn, net: n}, nil
+}
+
+// stuckWritten returns how many stuck names had a command written.
+func (n *stallingNet) stuckWritten() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.written)
+}
+
+type stallingConn struct {
+	net.Conn
+	net   *stallingNet
+	stuck atomic.Bool
+}
+
+func (c *stallingConn) Write(p []byte) (int, error) {
+	if names := stuckName.FindAllSubmatch(p, -1); names != nil {
+		c.stuck.Store(true)
+		c.net.mu.Lock()
+		for _, name := range names {
+			c.net.written[string(name[1])] = true
+		}
+		c.net.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *stallingConn) Read(p []byte) (int, error) {
+	if c.stuck.Load() {
+		<-c.net.released
+	}
+	return c.Conn.Read(p)
+}
+
+func TestAStalledConnectionHoldsUpOnlyItsOwnBatch(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stall := newStallingNet()
+	// (A read timeout longer than the test: the stuck replies are read
+	// once released.)
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr(), Dialer: stall.dial, ReadTimeout: 2 * time.Minute})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := New(rdb, WithLogger(discard()))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	t.Cleanup(stall.release) // before Close, on a failure
+	warmUp(t, ctx, c)
+
+	// More stuck names than sends may be live at once: the first go out
+	// alone and stall, the others queue behind them, and go out once
+	// those are late, in a batch that stalls too.
+	const stuck = maxInFlight + 3
+	var stuckGot []<-chan acquireResult
+	for i := range stuck {
+		stuckGot = append(stuckGot, acquireAsync(ctx, c, "stuck-"+strconv.Itoa(i)))
+	}
+	waitFor(t, func() bool { return stall.stuckWritten() == stuck }, "the attempts queued behind stalled sends never went out")
+
+	for i := range 2 * maxInFlight {
+		l, err := c.Acquire(ctx, "free-"+strconv.Itoa(i))
+		require.NoError(t, err, "acquired on another connection while the stuck batches wait")
+		require.NoError(t, l.Release(ctx))
+	}
+	for i, got := range stuckGot {
+		select {
+		case r := <-got:
+			t.Fatalf("stuck-%d came back while its connection was stalled: %v", i, r.err)
+		default:
+		}
+	}
+
+	stall.release()
+	for _, got := range stuckGot {
+		r := <-got
+		require.NoError(t, r.err, "a stalled send ends once its connection answers")
+		require.NoError(t, r.l.Release(ctx))
+	}
 }

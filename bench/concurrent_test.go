@@ -28,8 +28,10 @@ const concurrentOps = 800
 // rueidis-raw (the same two commands by hand on rueidis, which writes the
 // commands of concurrent goroutines to one connection in one batch) each
 // run their cycles, interleaved as in BenchmarkInterleaved. It reports each
-// one's median time per cycle (wall time of the round ÷ cycles), ours and
-// rueidis-raw against raw, and the median allocations per cycle:
+// one's median time per cycle (wall time of the round ÷ cycles), the
+// median allocations per cycle, and ours against raw and rueidis-raw and
+// rueidis-raw against raw, each the median over rounds of the ratio within
+// a round (load that comes and goes moves both sides of a round alike):
 //
 //	go test -run '^$' -bench '^BenchmarkConcurrent$' -benchtime 40x .
 func BenchmarkConcurrent(b *testing.B) {
@@ -41,22 +43,24 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 	for _, goroutines := range []int{1, 16, 64} {
 		b.Run("goroutines="+strconv.Itoa(goroutines), func(b *testing.B) {
-			perCycle, allocs := interleaveConcurrent(b, srv.Addr(), libs, goroutines)
+			times, allocs := interleaveConcurrent(b, srv.Addr(), libs, goroutines)
+			perCycle := medians(times)
 			for i, c := range libs {
 				b.ReportMetric(perCycle[i], c.name+"-µs")
 				b.ReportMetric(allocs[i], c.name+"-allocs")
 			}
-			b.ReportMetric(perCycle[1]/perCycle[0], "ours/raw")
-			b.ReportMetric(perCycle[2]/perCycle[0], "rueidis-raw/raw")
+			b.ReportMetric(medianRatio(times[1], times[0]), "ours/raw")
+			b.ReportMetric(medianRatio(times[2], times[0]), "rueidis-raw/raw")
+			b.ReportMetric(medianRatio(times[1], times[2]), "ours/rueidis-raw")
 		})
 	}
 }
 
 // interleaveConcurrent runs libs in rounds with goroutines goroutines each
-// and returns each one's median time per cycle in µs and median
-// allocations per cycle (of the whole process, so with the Go runtime's
-// and go-redis's own).
-func interleaveConcurrent(b *testing.B, addr string, libs []cycler, goroutines int) (perCycle, allocs []float64) {
+// and returns each one's time per cycle in µs in every round (times[lib]
+// [round]) and its median allocations per cycle (of the whole process, so
+// with the Go runtime's and go-redis's own).
+func interleaveConcurrent(b *testing.B, addr string, libs []cycler, goroutines int) (times [][]float64, allocs []float64) {
 	ctx := context.Background()
 	each := max(concurrentOps/goroutines, 25)
 	cycles := make([]func(context.Context, string) error, len(libs))
@@ -78,7 +82,7 @@ func interleaveConcurrent(b *testing.B, addr string, libs []cycler, goroutines i
 			}
 		}
 	}
-	times := make([][]float64, len(libs))
+	times = make([][]float64, len(libs))
 	mallocs := make([][]float64, len(libs))
 	var stats runtime.MemStats
 	b.ResetTimer()
@@ -107,16 +111,32 @@ func interleaveConcurrent(b *testing.B, addr string, libs []cycler, goroutines i
 		}
 	}
 	b.StopTimer()
-	return medians(times), medians(mallocs)
+	return times, medians(mallocs)
 }
 
+// medians returns the median of each row (rows are left as they were).
 func medians(rows [][]float64) []float64 {
 	out := make([]float64, len(rows))
 	for i, row := range rows {
-		slices.Sort(row)
-		out[i] = row[len(row)/2]
+		out[i] = median(row)
 	}
 	return out
+}
+
+// median returns the median of values, without reordering them.
+func median(values []float64) float64 {
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// medianRatio returns the median over rounds of a[round] / b[round].
+func medianRatio(a, b []float64) float64 {
+	ratios := make([]float64, len(a))
+	for i := range a {
+		ratios[i] = a[i] / b[i]
+	}
+	return median(ratios)
 }
 
 // openRueidisRawCycle is the raw cycle written by hand on rueidis: SET key
