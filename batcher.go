@@ -9,80 +9,49 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A batcher lets the goroutines of one Client share round trips: the
-// commands they send for a lock (acquire attempts, the SET that may come
-// before them, releases) go through it.
+// A batcher lets the goroutines of one Client share round trips: a lock's
+// commands (attempts, the SET before them, releases) go through it.
 //
-// It is a group commit, with no goroutine of its own while idle. A caller
-// with nothing ahead of it sends its command at once on its own goroutine,
-// with its own ctx, as if there were no batcher (no timer, no added wait);
-// so do two at once. While a batch of several commands is under way, or
-// maxInFlight sends, the commands that come meanwhile queue (see
-// maxInFlight); the first send to finish takes the whole queue and has it
-// sent as one go-redis pipeline by a flusher goroutine, which goes on with
-// what queued during that round trip, and ends when nothing is left. So up
-// to two batches are in flight, each on a pool connection of its own, one
-// written while the other's replies are read. A batch's size follows the
-// load: before it
-// takes the queue, a flusher lets the callers it has just answered queue
-// their next commands (see gather), so that under load one batch carries
-// everyone's next command, in the system calls of one round trip.
+// A group commit, with no goroutine while idle. A caller with nothing ahead
+// of it sends at once, on its own goroutine and ctx (two may). While a batch
+// of several commands, or maxInFlight sends, are under way, commands queue;
+// the first send to end has the queue sent as one pipeline by a flusher,
+// which goes on while commands queue: up to two batches in flight on two
+// pool connections, one written while the other's replies are read. Before
+// taking the queue a flusher lets the callers it answered queue their next
+// commands (gather): a batch's size follows the load. A send under way for
+// lateAfter is late and stops counting: a lane timer hands the queue to a
+// new send, so a stalled connection holds up only its own batch.
 //
-// A send that takes eight times as long as the lane's sends usually do (a
-// stalled connection, a server that stopped answering) is late: it stops
-// counting against maxInFlight, and a lane timer hands the queue to a new
-// send, so a stuck connection holds up its own batch and, for that short
-// while only, the commands queued behind it (up to maxSends sends per
-// lane; see lateAfter).
-//
-// Each queued caller waits for its reply or for its ctx, whichever comes
-// first. A caller whose ctx ends first gets ctx's error: if its command
-// was still queued it is taken out and never sent; if it was on its way,
-// its reply, when it comes, is read by nobody, and the caller's error says
-// it was not seen (an acquire attempt is then given back by the janitor,
-// as after a timeout).
-//
-// Only go-redis's own clients batch (see newBatcher). On a ClusterClient,
-// commands are queued per node (the primary that serves the key's slot
-// when queued), so that one node's pipeline never waits for another's;
-// go-redis still routes each command, and follows MOVED and ASK itself.
+// A queued caller whose ctx ends gets ctx's error: still queued, its
+// command is taken out; on its way, its reply is read by nobody (the
+// janitor gives an attempt back). Only go-redis's own clients batch; a
+// ClusterClient's commands queue per node (the primary of the key's slot),
+// go-redis still routes them and follows MOVED and ASK.
 type batcher struct {
-	rdb     redis.UniversalClient
-	cluster *redis.ClusterClient // rdb, when it is one
-	// minLate and maxLate bound how long a send may take before it is
-	// late (see lateAfter): defaultMinLate and defaultMaxLate, an hour in
-	// tests that hold sends at a gate on purpose.
-	minLate, maxLate time.Duration
+	rdb              redis.UniversalClient
+	cluster          *redis.ClusterClient // rdb, when it is one
+	minLate, maxLate time.Duration        // bound lateAfter; long in gated tests
 
-	mu    sync.Mutex
-	lanes map[string]*lane // a cluster's, by node address
-	one   lane             // everything else's
-	// flushers counts the flusher goroutines, so that Close can wait
-	// for them (see idle).
-	flushers sync.WaitGroup
+	mu       sync.Mutex
+	lanes    map[string]*lane // a cluster's, by node address
+	one      lane             // everything else's
+	flushers sync.WaitGroup   // Close waits for them (see idle)
 }
 
-// maxInFlight is how many sends of one lane may be under way, and not
-// late, before commands queue: two lone callers' at once, or a batch and
-// the send that, ending first, takes the next. Commands that come while a
-// batch of several commands is under way queue for the next one rather
-// than go alone on another connection: under load, a command sent alone
-// costs the system calls of a whole round trip on both sides, which at 16
-// goroutines took a sixth of the client's CPU for the one command in
-// twenty that went alone (go-redis's autopipeliner, v9.23, keeps one batch
-// in flight by default, for deep batches, too). A batch of one is no sign
-// of load (a waiter's attempt, say), and a release that comes meanwhile
-// goes alone as before, instead of waiting for it.
+// maxInFlight is how many live sends of a lane may be under way before
+// commands queue. Behind a batch of several, callers queue for the next one
+// rather than go alone: at 16 goroutines a lone command's round trip took a
+// sixth of the client's CPU for one command in twenty. A batch of one (a
+// waiter's attempt) is no load: a release meanwhile goes alone.
 const maxInFlight = 2
 
-// maxSends bounds the sends of one lane under way at once, late ones
-// included, so that stalled connections cannot take the whole pool.
+// maxSends bounds a lane's sends, late ones included: stalled connections
+// cannot take the whole pool.
 const maxSends = 8
 
-// defaultMinLate and defaultMaxLate bound how long a send may take before
-// it is late (see lateAfter). A healthy round trip on a LAN takes well
-// under a millisecond, and go-redis's read timeout, which ends a stalled
-// one, is 5 s by default.
+// A send is late after lateAfter, within these bounds: a LAN round trip is
+// well under a millisecond; go-redis's read timeout ends a stall in 5 s.
 const (
 	defaultMinLate = time.Millisecond
 	defaultMaxLate = 20 * time.Millisecond
@@ -90,20 +59,12 @@ const (
 
 // lane is the queue of one node and its sends under way.
 type lane struct {
-	sends [maxSends]sendSlot
-	live  int // sends under way that are not late: at most maxInFlight
-	// crowded counts the live sends that carry a batch of several
-	// commands: while one is under way, callers queue for the next batch
-	// instead of going alone (see maxInFlight).
-	crowded int
-	// usual is how long l's sends take, a moving average of those that
-	// were not late (see lateAfter).
-	usual time.Duration
-	queue []*batchCall
-	spare []*batchCall // the last batch's slice, reused
-	// watch fires when the earliest live send would become late while
-	// commands are queued (see watchLocked); watching: it is set.
-	watch    *time.Timer
+	sends    [maxSends]sendSlot
+	live     int           // sends under way not late: at most maxInFlight
+	usual    time.Duration // moving average of sends not late
+	queue    []*batchCall
+	spare    []*batchCall // the last batch's slice, reused
+	watch    *time.Timer  // set while commands queue (see watchLocked)
 	watching bool
 }
 
@@ -124,34 +85,29 @@ type batchCall struct {
 
 var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
 
-// newBatcher returns a batcher for go-redis's own clients (a Client, also
-// from NewFailoverClient, or a ClusterClient), or nil for any other
-// UniversalClient: a type of the user's may do its own work in Process,
-// which a pipeline would go around, so its commands go one by one through
-// its Process as before.
+// newBatcher returns a batcher for go-redis's own Client or ClusterClient;
+// nil for another UniversalClient, whose Process a pipeline would bypass.
 func newBatcher(rdb redis.UniversalClient) *batcher {
+	b := &batcher{rdb: rdb, minLate: defaultMinLate, maxLate: defaultMaxLate}
 	switch r := rdb.(type) {
 	case *redis.Client:
-		return &batcher{rdb: r, minLate: defaultMinLate, maxLate: defaultMaxLate}
+		return b
 	case *redis.ClusterClient:
-		return &batcher{rdb: r, cluster: r, lanes: make(map[string]*lane), minLate: defaultMinLate, maxLate: defaultMaxLate}
+		b.cluster, b.lanes = r, make(map[string]*lane)
+		return b
 	}
 	return nil
 }
 
-// do sends cmd and returns it with its reply, or, when ctx ended before
-// the reply was read, a new command that holds ctx's error (cmd itself
-// may still be written by the flusher then: the caller must not read it).
-// key is the key that routes cmd. cmd's arguments must not change until
-// do returns, nor afterwards when it returned ctx's error.
-//
-// With stop not nil, cmd always goes out from a flusher goroutine, and the
-// caller also stops waiting once stop is closed: the command it returns
-// then holds errClosing (wrapped in unsentError if cmd was never sent).
+// do sends cmd, routed by key, and returns it with its reply, or, when ctx
+// ended first, a new command holding ctx's error (cmd, which a flusher may
+// still write, and its arguments are then not to be touched). With stop not
+// nil, cmd goes out from a flusher and the caller stops waiting when stop
+// closes: errClosing (in unsentError if never sent).
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
-	if stop == nil && l.crowded == 0 {
+	if stop == nil && !l.crowded() {
 		if slot := l.claim(); slot != nil {
 			b.mu.Unlock()
 			_ = b.rdb.Process(ctx, cmd)
@@ -189,9 +145,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 		call.ctx, call.cmd = nil, nil
 		batchCalls.Put(call)
 	} else if why != errClosing && b.replied(call) {
-		// On its way when ctx ended, and answered soon after: an
-		// answer settles what the command did, which an abandoned one
-		// would leave the janitor to guess.
+		// Answered soon after ctx ended: that settles what it did.
 		return cmd
 	} // else: the flusher signals a channel nobody reads
 	failed := redis.NewCmd(ctx, cmd.Args()...)
@@ -247,9 +201,8 @@ func (b *batcher) lane(ctx context.Context, key string) *lane {
 	return l
 }
 
-// claim takes a slot for a new send if fewer than maxInFlight live sends
-// of l are under way and fewer than maxSends in all; nil otherwise. b.mu
-// is held.
+// claim takes a slot for a new send, or nil when maxInFlight live or
+// maxSends in all are under way. b.mu is held.
 func (l *lane) claim() *sendSlot {
 	if l.live >= maxInFlight {
 		return nil
@@ -264,9 +217,8 @@ func (l *lane) claim() *sendSlot {
 	return nil
 }
 
-// carryOn tells whether slot, whose send just ended, may send l's queue
-// next: always when it was live, and when it was late only if the live
-// sends leave room for it (it is then live again). b.mu is held.
+// carryOn tells whether slot, whose send ended, sends l's queue next: a late
+// slot only if there is room for it among the live. b.mu is held.
 func (l *lane) carryOn(slot *sendSlot) bool {
 	if len(l.queue) == 0 {
 		return false
@@ -282,8 +234,8 @@ func (l *lane) carryOn(slot *sendSlot) bool {
 	return true
 }
 
-// observe folds took, how long slot's send took, into l.usual, unless the
-// send was late: a stall is not how long sends usually take. b.mu is held.
+// observe folds how long slot's send took into l.usual, unless it was
+// late. b.mu is held.
 func (l *lane) observe(slot *sendSlot, took time.Duration) {
 	switch {
 	case slot.late:
@@ -294,53 +246,37 @@ func (l *lane) observe(slot *sendSlot, took time.Duration) {
 	}
 }
 
-// lateAfter returns how long a send of l may be under way before it is
-// late: eight times as long as l's sends usually take, within
-// [b.minLate, b.maxLate]. Relative, so that a slow link or a CPU-starved
-// process, whose round trips take milliseconds, does not take its own
-// pace for stalls and split its batches; bounded, so that the first
-// sends, and a lane whose sends all got slow, are judged by a sane figure.
-// A batch that is merely slow and taken for late costs no more than the
-// second batch in flight it lets start. b.mu is held.
+// lateAfter is how long a send of l may take before it is late: eight times
+// its usual round trip, so a slow link or starved process does not split
+// its own batches, within [minLate, maxLate]. A slow batch taken for late
+// costs only the second batch it lets start. b.mu is held.
 func (b *batcher) lateAfter(l *lane) time.Duration {
 	return min(max(8*l.usual, b.minLate), b.maxLate)
 }
 
-// markLate stops counting slot, under way for too long, as live. b.mu is
-// held.
-func (l *lane) markLate(slot *sendSlot) {
-	l.setCrowd(slot, false)
-	slot.late = true
-	l.live--
+// crowded tells whether a live send carries a batch of several. b.mu is held.
+func (l *lane) crowded() bool {
+	for i := range l.sends {
+		if slot := &l.sends[i]; slot.busy && !slot.late && slot.crowd {
+			return true
+		}
+	}
+	return false
 }
 
 // free ends slot. b.mu is held.
 func (l *lane) free(slot *sendSlot) {
-	l.setCrowd(slot, false)
 	if !slot.late {
 		l.live--
 	}
 	*slot = sendSlot{}
 }
 
-// setCrowd records whether slot, live, now carries a batch of several
-// commands. b.mu is held.
-func (l *lane) setCrowd(slot *sendSlot, crowd bool) {
-	switch {
-	case crowd && !slot.crowd:
-		l.crowded++
-	case !crowd && slot.crowd:
-		l.crowded--
-	}
-	slot.crowd = crowd
-}
-
-// dispatchLocked sees to l's queue, which is not empty: a new flusher
-// sends it if no batch of several is under way and a send may start;
-// otherwise the first send to end takes it, and the timer watches for late
-// sends. b.mu is held.
+// dispatchLocked has l's queue sent by a new flusher if no batch of several
+// is under way and a send may start; else the first send to end takes it,
+// and the timer watches for late sends. b.mu is held.
 func (b *batcher) dispatchLocked(l *lane) {
-	if l.crowded == 0 {
+	if !l.crowded() {
 		if slot := l.claim(); slot != nil {
 			b.startFlusher(l, slot)
 			return
@@ -349,8 +285,7 @@ func (b *batcher) dispatchLocked(l *lane) {
 	b.watchLocked(l)
 }
 
-// sent ends a lone caller's send on slot: the queue, if any, goes to a
-// flusher on the same slot.
+// sent ends a lone caller's send: the queue goes to a flusher on its slot.
 func (b *batcher) sent(l *lane, slot *sendSlot) {
 	took := time.Since(slot.since) // (only this goroutine writes it now)
 	b.mu.Lock()
@@ -363,11 +298,10 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 	l.free(slot)
 }
 
-// startFlusher hands l's queue to a new flusher that sends on slot, which
-// is live. b.mu is held.
+// startFlusher hands l's queue to a new flusher on live slot. b.mu is held.
 func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
 	batch := b.take(l)
-	l.setCrowd(slot, len(batch) > 1)
+	slot.crowd = len(batch) > 1
 	b.flushers.Add(1)
 	go b.flush(l, slot, batch)
 }
@@ -406,26 +340,17 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			return
 		}
 		batch = b.take(l)
-		l.setCrowd(slot, len(batch) > 1)
+		slot.crowd = len(batch) > 1
 		b.mu.Unlock()
 	}
 }
 
-// gather lets the callers just answered (answered of them) queue their
-// next commands before the flusher takes the queue, so that those go out
-// in one batch instead of trickling out in several. Signalled, the callers
-// are runnable, mostly on this flusher's P, where they do not run until it
-// yields: it yields while each turn brought more commands, at most once per
-// caller. This is what sizes a batch to the load: callers with no next
-// command cost it one yield, and a lone caller never meets a flusher.
-// (Taking the queue at once made batches of 5 commands at 16 goroutines,
-// against about 8, and cost some 30 % more time per cycle, in the system
-// calls of small batches on both sides.)
-//
-// flush gathers after a batch of several only: one caller is no crowd to
-// wait for, so a yield would only put off the flusher's end, and under CPU
-// starvation a yield can wait behind hundreds of runnable goroutines (a
-// Client per goroutine, say, sends nothing but batches of one).
+// gather lets the callers just answered queue their next commands before
+// the flusher takes the queue: woken on this flusher's P, they run when it
+// yields, so it yields while each turn brings more, at most once per caller
+// (at 16 goroutines, batches of about 8 instead of 5, a cycle 30 % cheaper).
+// Only after a batch of several: under CPU starvation a yield can wait
+// behind hundreds of goroutines, and one caller is no crowd.
 func (b *batcher) gather(l *lane, answered int) {
 	queued := b.queued(l)
 	for range answered {
@@ -445,9 +370,8 @@ func (b *batcher) queued(l *lane) int {
 	return len(l.queue)
 }
 
-// watchLocked sets l's timer, unless it is set, for the moment the
-// earliest live send becomes late, so that the queue waits no longer than
-// lateAfter behind a stalled send. b.mu is held.
+// watchLocked sets l's timer, unless set, for when the earliest live send
+// becomes late. b.mu is held.
 func (b *batcher) watchLocked(l *lane) {
 	if l.watching {
 		return
@@ -470,10 +394,8 @@ func (b *batcher) watchLocked(l *lane) {
 	l.watch.Reset(wait)
 }
 
-// checkLate runs on l's timer: sends under way for lateAfter or longer
-// stop counting as live, and the queue goes to a new flusher if that
-// leaves no batch under way and room for a send; otherwise the timer is
-// set again for the next live send.
+// checkLate runs on l's timer: late sends stop counting as live, and the
+// queue is dispatched again.
 func (b *batcher) checkLate(l *lane) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -484,16 +406,16 @@ func (b *batcher) checkLate(l *lane) {
 	now, lateAfter := time.Now(), b.lateAfter(l)
 	for i := range l.sends {
 		if slot := &l.sends[i]; slot.busy && !slot.late && now.Sub(slot.since) >= lateAfter {
-			l.markLate(slot)
+			slot.late = true
+			l.live--
 		}
 	}
 	b.dispatchLocked(l)
 }
 
-// send sends batch in one pipeline and signals each caller. The pipeline
-// is bounded by the latest deadline among the callers, and replyGrace
-// (none when one of them has none: go-redis's timeouts then bound it),
-// not by the first ctx to end: a caller that gives up only stops waiting.
+// send sends batch in one pipeline and signals each caller. The pipeline is
+// bounded by its callers' latest deadline plus replyGrace (none if one has
+// none): a caller that gives up only stops waiting.
 func (b *batcher) send(batch []*batchCall) {
 	ctx := context.WithoutCancel(batch[0].ctx) // its values, for hooks
 	var latest time.Time

@@ -26,9 +26,8 @@ var (
 	// ErrReleased is the cause of Lock.Context() after Release.
 	ErrReleased = errors.New("redislock: lock released")
 
-	// ErrReplicaAck means fewer replicas than WithReplicaAck asked for
-	// acknowledged a write in time: the acquired lock was released again, an
-	// extension does not count as confirmed (the watchdog retries it).
+	// ErrReplicaAck: fewer replicas than WithReplicaAck asked for acked a
+	// write in time; the lock was released again (an extension: retried).
 	ErrReplicaAck = errors.New("redislock: not acknowledged by enough replicas")
 
 	// ErrClosed is returned by the calls of a closed Client, also to waiting
@@ -36,10 +35,8 @@ var (
 	ErrClosed = errors.New("redislock: client closed")
 
 	// ErrNotALock is matched by the errors of Inspect, Break and the
-	// acquiring calls when a key they need (the lock's, its fence counter,
-	// its queue) holds a value of another type, a lock of another kind
-	// included; those wrap Redis' WRONGTYPE error. (Extend and Release of an
-	// overwritten key report ErrNotHeld: the lock is gone.)
+	// acquiring calls when a key they need holds a value of another type (a
+	// lock of another kind included), wrapping Redis' WRONGTYPE error.
 	ErrNotALock = errors.New("redislock: not a lock")
 
 	// ErrInvalidArgument is wrapped by every error about bad input (an
@@ -89,9 +86,8 @@ func (r LostReason) String() string {
 // the lock's context (see [context.Cause]) and matches [ErrLockLost] with
 // [errors.Is]; use [errors.As] to read the reason.
 type LostError struct {
-	// Name is the lock name given to Acquire; for a lock from AcquireMulti,
-	// the name found gone or taken, or its first name when the whole lock
-	// was lost at once (unreachable, maximum hold).
+	// Name is the lock name; for AcquireMulti's, the name found gone or
+	// taken, or the first when all were lost at once.
 	Name string
 	// Reason says why the lock was lost.
 	Reason LostReason

@@ -9,15 +9,11 @@ import (
 	"time"
 )
 
-// end ends the hold with cause, once: ErrReleased (Release), a *LostError
-// (a loss, the maximum hold included) or an error matching ErrClosed
-// (Client.Close); every later cause finds it ended, and it returns false.
-// In this order: the hold is marked ended (extensions send nothing more,
-// accessors report ErrNotHeld), its timers stop, it leaves the watchdog, a
-// loss is logged and observed, and the lock's context is cancelled, so
-// that whoever sees the context done also finds the log line and metric.
-// It returns this Client's waiters for the lock (nil if none): the caller
-// hands them the turn.
+// end ends the hold with cause, once (ErrReleased, a *LostError or
+// ErrClosed; a later cause finds it ended): marked ended, timers stopped,
+// out of the watchdog, a loss logged and observed, then the context
+// cancelled, so that who sees it done finds the log line and metric. It
+// returns this Client's waiters for the lock, to be handed the turn.
 func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	l.mu.Lock()
 	if l.ended != nil {
@@ -106,11 +102,10 @@ func (l *hold) announceLoss(lost *LostError) {
 // errDropped ends the hold of a Lock dropped without Release.
 var errDropped = errors.New("redislock: lock dropped without Release")
 
-// dropped is the finalizer of a Lock that became unreachable while held:
-// nobody can release it, and the watchdog would extend it for the life of
-// the process. As os.File closes a file dropped open, the hold ends, the
-// drop is logged at Error with where the lock was acquired, and the key is
-// given back in the background; nothing waits for the network.
+// dropped is the finalizer of a Lock unreachable while held, which the
+// watchdog would extend forever: as os.File closes a file dropped open, the
+// hold ends, it is logged at Error with where it was acquired, and the key
+// is given back in the background.
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()

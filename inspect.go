@@ -17,10 +17,8 @@ import (
 // before breaking it: a value the library does not keep (copies share
 // Nodes). It never holds the holder's token.
 type Info struct {
-	// Name is the lock name; Key its Redis key.
-	Name, Key string
-	// Held tells whether the lock is held (quorum: by one holder on a majority).
-	Held bool
+	Name, Key string // the lock name, and its Redis key
+	Held      bool   // held (quorum: by one holder on a majority)
 	// TTL is the lease left: 0 when not held, negative when the key has no
 	// expiry (only Break ends it); for shared or semaphore holders, the latest.
 	TTL time.Duration
@@ -29,20 +27,16 @@ type Info struct {
 	// Fence is the last fencing token handed out for the name; 0 when none
 	// yet (or the counter was lost), and always on a quorum Client.
 	Fence int64
-	// Waiters counts the callers of every Client queued on the server whose
-	// place has not lapsed; always 0 on a quorum Client, whose waiters poll.
-	Waiters int
-	// Shared counts the shared holders whose lease runs; 0 unless held shared.
-	Shared int
+	// Waiters counts the callers of every Client queued on the server; 0 on
+	// a quorum Client, whose waiters poll. Shared: the shared holders.
+	Waiters, Shared int
 	// Kind says which kind of lock holds the name: "lock" (Acquire, Elect,
 	// AcquireMulti, every lock of a quorum Client), "shared" (AcquireShared)
 	// or "semaphore" (AcquireSemaphore); "" when the name is not held.
 	Kind string
-	// Count is how many hold the name: 1 for a lock, else the shared or
-	// semaphore holders whose leases run; 0 when not held.
-	Count int
-	// Limit is a semaphore's limit, the one its holders use; 0 otherwise.
-	Limit int
+	// Count is how many hold the name (1 for a lock, 0 when not held);
+	// Limit a semaphore's limit (0 otherwise).
+	Count, Limit int
 	// Holders: the shared or semaphore holders, each with its metadata and
 	// lease left, the first to end first; at most 100 (Count says how many).
 	Holders []HolderInfo
@@ -52,22 +46,18 @@ type Info struct {
 
 // HolderInfo is a shared or semaphore holder, in Info.Holders (never its token).
 type HolderInfo struct {
-	// Metadata is the holder's metadata (see WithMetadata), "" when none.
-	Metadata string
-	// TTL is the holder's lease left.
-	TTL time.Duration
+	Metadata string        // see WithMetadata; "" when none
+	TTL      time.Duration // the holder's lease left
 }
 
 // NodeInfo is what one node of a quorum Client holds for a lock.
 type NodeInfo struct {
-	// Node names the node: "node 2 (127.0.0.1:6380)".
-	Node string
+	Node string // "node 2 (127.0.0.1:6380)"
 	// Held, TTL and Metadata are as in Info, for this node alone.
 	Held     bool
 	TTL      time.Duration
 	Metadata string
-	// Majority tells whether the node holds what a majority holds.
-	Majority bool
+	Majority bool // the node holds what a majority holds
 	// Err is why the node could not be read (the fields above are then
 	// zero): a Redis error, ErrNotALock, or a missed per-node timeout.
 	Err error

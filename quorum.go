@@ -17,28 +17,21 @@ import (
 // set the defaults of every call. It does not touch the network.
 //
 // Every command goes to all nodes at once, with one token. An acquisition
-// succeeds when a majority (len(clients)/2 + 1) took the lock within the
-// lease's validity (the TTL, less the attempt's time and the drift
-// allowance: the Lock's safe deadline); a failed attempt gives back what
-// it took. When a node refused, it fails as held by someone else
-// (ErrNotAcquired, never a fail-open run; retry with a jittered strategy
-// such as ExponentialBackoff, so that split votes do not repeat), and
-// when too few nodes answered, with a *QuorumError. Extensions, releases
-// and Lock.TTL go by the majority too. Each command waits for each node at
-// most TTL/20 (at least 1ms; the Client's default TTL for releases and
-// Lock.TTL): a hung node costs that much and counts as failed, and a late
-// call that took the lock for nothing gives it back.
-//
-// It rests on bounded pauses, network delays and clock drift (a holder
-// paused past its lease, or a node whose clock jumps, lets a second holder
-// in), and it offers no fencing tokens: a counter per node is not one.
+// succeeds when a majority (len(clients)/2 + 1) took the lock within its
+// validity (the TTL less the attempt's time and drift: the safe deadline); a
+// failed one gives back what it took, and fails with ErrNotAcquired when a
+// node refused (retry with jitter, e.g. ExponentialBackoff) or a
+// *QuorumError when too few answered. Extensions, releases and Lock.TTL go
+// by the majority. Each waits for a node at most TTL/20 (at least 1ms): a
+// hung node counts as failed, and a late call that took the lock gives it
+// back. It rests on bounded pauses, delays and clock drift, and offers no
+// fencing tokens: a counter per node is not one.
 //
 // It returns an error wrapping ErrInvalidArgument for fewer than 3 clients
-// (2 tolerate no failure; for 1 use New), a nil client, the same client
-// twice or two *redis.Client with the same address, an invalid option, or
-// WithFencing (also refused per call). Each client may be any
-// redis.UniversalClient on its own deployment; with WithReplicaAck, a node
-// whose replicas fall short counts as failed.
+// (for 1 use New), a nil or repeated client (or address), an invalid
+// option, or WithFencing. Each client may be any redis.UniversalClient on
+// its own deployment; with WithReplicaAck, a node whose replicas fall short
+// counts as failed.
 func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(clients) < 3 {
 		return nil, invalidf("NewQuorum needs at least 3 independent Redis servers, got %d (for one deployment use New; 2 nodes tolerate no failure)", len(clients))
@@ -95,24 +88,17 @@ func nodeTimeout(ttl time.Duration) time.Duration {
 // key: waiting may help, WithFailOpen does not run fn). It is not modified
 // after it is returned.
 type QuorumError struct {
-	// Op is the command: "acquire", "extend", "release", "ttl", "inspect"
-	// or "break" (for the last two, Agreed counts the nodes that answered).
-	Op string
-	// Nodes is the number of nodes; Needed its majority.
-	Nodes, Needed int
-	// Agreed counts the nodes that did what was asked (took, extended or
-	// deleted the lock, or no longer had it for a release, or reported its
-	// TTL); Refused those that answered that the key is another holder's,
-	// or (extend, ttl) that it is gone; Failed those that returned an error
-	// or did not answer within the per-node timeout.
+	// Op: "acquire", "extend", "release", "ttl", "inspect" or "break".
+	Op            string
+	Nodes, Needed int // the nodes, and their majority
+	// Agreed counts the nodes that did what was asked (for inspect and
+	// break: answered); Refused those whose key is another holder's (or,
+	// extend and ttl, gone); Failed those that erred or timed out.
 	Agreed, Refused, Failed int
-	// Elapsed is how long the command took, up to the last answer waited for.
-	Elapsed time.Duration
-	// Validity: for an acquisition a majority agreed to, the lease left
-	// when the answers were in (zero or less: too late).
+	Elapsed                 time.Duration // up to the last answer waited for
+	// Validity: an agreed acquisition's lease left (zero or less: too late).
 	Validity time.Duration
-	// Errors holds one error per failed node.
-	Errors []error
+	Errors   []error // one per failed node
 }
 
 // Error describes the count of each kind of answer and the nodes' errors.
