@@ -421,17 +421,27 @@ func TestAWaiterRefusedByAnErrorReplyLeavesTheQueue(t *testing.T) {
 		c := redislock.New(b.rdb, quiet)
 		gone, err := c.AcquireSemaphore(ctx, "limited", 1)
 		require.NoError(t, err)
+		// The waiter talks through a proxy that holds its commands while the
+		// slot changes hands, so that its half-second look cannot take the
+		// freed slot first.
+		proxy, err := faultproxy.New(b.rdb.Options().Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = proxy.Close() })
+		wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+		t.Cleanup(func() { _ = wrdb.Close() })
 		done := make(chan error, 1)
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			_, err := redislock.New(b.rdb, quiet).AcquireSemaphore(wctx, "limited", 1, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
+			_, err := redislock.New(wrdb, quiet).AcquireSemaphore(wctx, "limited", 1, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
 			done <- err
 		}()
 		eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{limited}:q").Val() == 1 }, "the waiter never queued")
+		proxy.SetMode(faultproxy.Hold)
 		require.NoError(t, b.rdb.Del(ctx, "lock:{limited}").Err()) // the holder's slot is gone (a crash)
 		x, err := c.AcquireSemaphore(ctx, "limited", 2)            // a holder with another limit
 		require.NoError(t, err)
+		proxy.SetMode(faultproxy.Pass)
 		require.ErrorIs(t, <-done, redislock.ErrLimitMismatch, "the waiter's next look")
 		require.NoError(t, x.Release(ctx))
 		y, err := c.AcquireSemaphore(ctx, "limited", 2)
