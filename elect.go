@@ -13,31 +13,25 @@ import (
 // of its own. Any number of goroutines may call it.
 //
 // Leadership is the lock called name, held with the watchdog while lead
-// runs. Elect waits in the lock's queue as a waiting Acquire does, with no
-// cap on the wait: the leader's release hands leadership over at once, and
-// a leader that died without one is replaced within its TTL (on a quorum
-// Client, a leader's release is noticed within a TTL too). lead's context
-// is derived from ctx and is cancelled when leadership is lost, with the
-// *LostError as its cause, or when ctx ends; FenceFromContext on it gives
-// the term's fence with WithFencing. When lead returns, Elect campaigns
-// again if leadership was lost first; otherwise it gives leadership up to
-// the next in line and returns ctx's error if ctx ended, else lead's result
-// (also matching ErrLockLost if the release found the lock no longer ours).
+// runs. Elect waits in the lock's queue without a cap: a release hands
+// leadership over at once, a dead leader is replaced within its TTL. lead's
+// context, from ctx, is cancelled when leadership is lost (cause: the
+// *LostError) or ctx ends; FenceFromContext gives the term's fence. When
+// lead returns, Elect campaigns again if leadership was lost first; else it
+// hands leadership on and returns ctx's error if ctx ended, else lead's
+// result (matching ErrLockLost too if the release found the lock gone).
 //
-// WithMaxHold limits each term (this process then campaigns again, at the
-// back of the line). A panic in lead gives leadership up and continues.
-// Client.Close ends the term like any hold. A retry strategy set as the
-// Client's default is ignored. While Redis cannot be reached, Elect keeps
-// campaigning, with jittered backoff up to one second, logged at Warn.
+// WithMaxHold limits each term (then it campaigns again, at the back). A
+// panic in lead gives leadership up and goes on. The Client's default retry
+// strategy is ignored. While Redis cannot be reached, Elect campaigns on,
+// backing off up to a second with jitter, logged at Warn.
 //
-// Errors: an error matching ctx.Err() when ctx ended (joined with lead's
-// own error, if any); lead's error when lead returned on its own; ErrClosed
-// after Client.Close; ErrInvalidArgument, nothing sent, for a nil ctx or
-// lead, a bad name, invalid options, WithRetry (Elect waits until ctx
-// ends), WithFailOpen (no leader without the lock) or the watchdog off; a
-// Redis error that is an answer (WRONGTYPE, NOPERM), wrapped. Elect never
-// returns nil unless lead returned nil on its own. Each term is logged at
-// Info; to know who leads, Inspect the lock.
+// Errors: ctx.Err() when ctx ended (joined with lead's); lead's when it
+// returned on its own (nil only then); ErrClosed after Client.Close;
+// ErrInvalidArgument, nothing sent, for a nil ctx or lead, a bad name or
+// options, WithRetry, WithFailOpen or the watchdog off; a Redis error that
+// is an answer (WRONGTYPE, NOPERM), wrapped. Each term is logged at Info;
+// to know who leads, Inspect the lock.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err

@@ -18,25 +18,21 @@ import (
 // extension reads all of them, so far more is a mistake, not a setting.
 const MaxMultiNames = 1000
 
-// AcquireMulti takes the locks called names, all of them or none, as one
-// Lock: for work that must hold several names at once (two accounts of a
-// transfer). Each name is the lock Acquire would take. The Lock has one
-// token, lease, context and watchdog entry: if any name is found gone or
-// held by another token, the whole lock is lost (its *LostError names
-// that name). On a Cluster the names are taken one hash slot at a time in
-// one global order, and what an attempt took is given back before it
-// waits or fails, so overlapping sets never deadlock. With WithFencing
-// each name gets its own fence (Lock.FenceOf); Lock.Fence, Name and Key
-// are names[0]'s. WithMetadata applies to every name. Waiting is
-// Acquire's, but a waiter is never handed a name: it tries again when the
-// name that kept it out is released, when its lease would end, or at its
-// backoff.
+// AcquireMulti takes the locks called names (each the lock Acquire would
+// take), all or none, as one Lock with one token, lease, context and
+// watchdog entry: a name found gone or taken loses the whole lock (its
+// *LostError names it). On a Cluster names are taken a hash slot at a time
+// in one global order, and an attempt gives back what it took before it
+// waits or fails: overlapping sets never deadlock. With WithFencing each
+// name has its fence (Lock.FenceOf); Fence, Name and Key are names[0]'s.
+// Waiting is Acquire's, but a waiter is never handed a name: it tries again
+// when the name that kept it out is released or would expire.
 //
-// Errors: as Acquire's, the name in ErrNotAcquired being the name found
-// held; ErrInvalidArgument (nothing sent) for a nil ctx, no names, more
-// than MaxMultiNames, an empty or twice-given name, WithFailOpen, or a
-// quorum or Ring Client. A failed call leaves no name held. On success the
-// caller must call Lock.Release.
+// Errors: as Acquire's (ErrNotAcquired names the name found held);
+// ErrInvalidArgument (nothing sent) for a nil ctx, no names, more than
+// MaxMultiNames, an empty or repeated name, WithFailOpen, or a quorum or
+// Ring Client. A failed call leaves no name held. On success the caller
+// must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
 	if err := c.usable(); err != nil {
 		return nil, err

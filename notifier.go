@@ -11,10 +11,9 @@ import (
 )
 
 // notifier shares one pub/sub connection among a Client's rooms (on a
-// cluster, one sharded subscription per room: the locks live on different
-// nodes). Nothing a waiter calls waits for the network: subscribing only
-// records what is wanted, and the notifier's goroutines do the I/O, so a
-// stalled connection stalls none of the waiters.
+// cluster, a sharded subscription per room). Subscribing only records what
+// is wanted; the notifier's goroutines do the I/O, so a stalled connection
+// stalls no waiter.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool

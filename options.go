@@ -184,10 +184,9 @@ func WithFailOpen() Option {
 	return optionFunc(func(o *options) { o.failOpen = true })
 }
 
-// WithMaxHold caps how long one acquisition may be held: after d the
-// watchdog stops and the lock's context is cancelled (MaxHoldReached); the
-// key is left to expire (or to Release), so that the work has its TTL to
-// stop. Default (and zero) no limit.
+// WithMaxHold caps one hold: after d the watchdog stops and the context is
+// cancelled (MaxHoldReached); the key expires (or is released), giving the
+// work its TTL to stop. Default (and zero) no limit.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {
@@ -198,17 +197,14 @@ func WithMaxHold(d time.Duration) Option {
 	})
 }
 
-// WithReplicaAck makes every write of the lock (the acquisition and each
-// extension) wait, with Redis' WAIT in the same round trip, until at least
-// replicas replicas acknowledged it or timeout passed. An acquisition not
-// acknowledged in time is released again and fails with an error matching
+// WithReplicaAck makes the acquisition and each extension wait (Redis' WAIT,
+// same round trip) until replicas replicas acknowledged it or timeout
+// passed. An acquisition not acknowledged is released and fails with
 // ErrReplicaAck; an extension not acknowledged does not move the safe
-// deadline and is retried. Default off. It narrows the failover window (a
-// promoted replica that acknowledged the lock has it) but does not close
-// it: WAIT makes no write durable on the replica, nor picks the replica
-// promoted. It needs replicas >= 1 and timeout > 0 (WAIT's 0 would block
-// forever), and a client on one primary (not a ClusterClient): WAIT must
-// travel on the connection that wrote.
+// deadline and is retried. Default off. It narrows the failover window but
+// does not close it: WAIT makes nothing durable, nor picks the replica
+// promoted. It needs replicas >= 1, timeout > 0 and one primary (not a
+// ClusterClient: WAIT must travel on the connection that wrote).
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if replicas < 1 || timeout <= 0 {

@@ -8,14 +8,12 @@ import (
 	"time"
 )
 
-// Release ends the hold, locally first whatever happens on the network
-// (the lock leaves the watchdog, its context is cancelled with cause
-// ErrReleased unless it was lost before, and this Client's next waiter
-// gets its turn), then deletes the key if it still holds our token. When
-// ctx is done, or ends before the reply, it makes one attempt detached from
-// ctx, bounded by ReleaseTimeout, so that `defer lock.Release(reqCtx)`
-// after a timed-out request still lets go; if that fails too, the Client
-// keeps trying in the background.
+// Release ends the hold locally first (the watchdog stops, the context is
+// cancelled with ErrReleased unless lost before, this Client's next waiter
+// gets its turn), then deletes the key if it holds our token. When ctx ends
+// first it makes one attempt detached from ctx, bounded by ReleaseTimeout,
+// so `defer lock.Release(reqCtx)` after a timed-out request still lets go;
+// if that fails too, the Client keeps trying in the background.
 //
 // It returns nil when our key was deleted; ErrNotHeld when it was gone or
 // held by someone else (a loss, logged and observed like any other), on a

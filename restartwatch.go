@@ -12,15 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// restartWatch hears a restart or a failover sooner than the next
-// extension (up to TTL/3 later, while another instance may hold the lock):
+// restartWatch hears a restart or failover sooner than the next extension:
 // while locks are held, one idle pub/sub connection per go-redis client
-// stays subscribed to a channel nobody publishes on. When the server closes
-// it (a restart, go-redis dropping the old primary after a failover), the
-// watch reconnects with a short backoff, and the moment the server confirms
-// the subscription every member's locks are checked at once. Not on a
-// Cluster or a quorum, where the watchdog's own checks remain; a user who
-// may not subscribe gets no watch (logged at Debug) and loses nothing else.
+// stays subscribed to a silent channel. When the server closes it, the
+// watch reconnects with a short backoff, and once the server confirms the
+// subscription every member's locks are checked. Not on a Cluster or a
+// quorum (the watchdog's checks remain); a user who may not subscribe gets
+// no watch (logged at Debug).
 type restartWatch struct {
 	rdb     redis.UniversalClient
 	channel string

@@ -6,11 +6,9 @@ import (
 )
 
 // A RetryStrategy says how long to wait between attempts to acquire a lock
-// that someone else holds. It holds no state across calls (every Acquire
-// starts again from attempt 1), so one value may be shared by any number
-// of goroutines. Whatever it says, a waiter never sleeps past the holder's
-// remaining TTL or its context's deadline, nor longer than
-// MaxWaitWithoutDeadline in total when the context has no deadline.
+// someone else holds. It keeps no state across calls, so one value may be
+// shared by goroutines. A waiter never sleeps past its context's deadline,
+// nor longer than MaxWaitWithoutDeadline in all without one.
 type RetryStrategy interface {
 	// NextBackoff returns the wait before retry number attempt (1 for the
 	// first retry, after the first failed attempt), or false to give up.

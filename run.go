@@ -82,10 +82,9 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 	return fn(runCtx)
 }
 
-// RunWithSharedLock is RunWithLock with a shared hold (see AcquireShared):
-// other shared holders may run at the same time, an exclusive holder may
-// not. When fn did not run it returns AcquireShared's error; WithFailOpen
-// is refused (ErrInvalidArgument).
+// RunWithSharedLock is RunWithLock with a shared hold (see AcquireShared).
+// When fn did not run it returns AcquireShared's error; WithFailOpen is
+// refused.
 func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil fn for shared lock %q", name)
@@ -97,10 +96,9 @@ func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx
 	return l.run(ctx, fn)
 }
 
-// RunWithSemaphore is RunWithLock with one of the limit slots of the
-// semaphore called name (see AcquireSemaphore). When fn did not run it
-// returns AcquireSemaphore's error; WithFailOpen is refused
-// (ErrInvalidArgument).
+// RunWithSemaphore is RunWithLock with a slot of the semaphore called name
+// (see AcquireSemaphore), whose error it returns when fn did not run;
+// WithFailOpen is refused.
 func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil fn for semaphore %q", name)
@@ -112,11 +110,9 @@ func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, f
 	return l.run(ctx, fn)
 }
 
-// RunWithLockMulti is RunWithLock with all of names at once (see
-// AcquireMulti): fn's context is cancelled when any name is lost, and
-// LockFromContext(ctx).FenceOf gives each name's fence. When fn did not
-// run it returns AcquireMulti's error; WithFailOpen is refused
-// (ErrInvalidArgument).
+// RunWithLockMulti is RunWithLock with all of names (see AcquireMulti):
+// LockFromContext(ctx).FenceOf gives each name's fence. When fn did not run
+// it returns AcquireMulti's error; WithFailOpen is refused.
 func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil fn for locks %q", names)
