@@ -219,7 +219,7 @@ func (a *acquisition) enterRoom(key string) error {
 			// The turn came as we gave up, with an attempt made for us:
 			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl)
+				a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl, nil)
 			} else {
 				a.inQueue = true
 			}
@@ -335,7 +335,9 @@ func (a *acquisition) failed(err error) error {
 	if !errors.As(err, &unsent) && (!errors.As(err, &reply) || a.ctx.Err() != nil) {
 		if a.c.store.queues() {
 			// A lease and a place in the queue (queueHold): the janitor gives back both.
-			a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold))
+			var way onItsWay
+			errors.As(err, &way)
+			a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold), way.landed)
 		}
 		// No call to a Redis that just failed; an error reply took nothing,
 		// and close gives back the place we had.

@@ -152,10 +152,20 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	if queued {
 		failed.SetErr(unsentError{why})
 	} else {
-		failed.SetErr(why)
+		failed.SetErr(onItsWay{why, call.done})
 	}
 	return failed
 }
+
+// onItsWay is the error of a command its caller stopped waiting for on its
+// way (cause): landed is signalled once its reply was read.
+type onItsWay struct {
+	cause  error
+	landed <-chan struct{}
+}
+
+func (e onItsWay) Error() string { return e.cause.Error() }
+func (e onItsWay) Unwrap() error { return e.cause }
 
 // replyGrace is how long a caller whose ctx ended while its command was on
 // its way still waits for the reply (see do).
@@ -352,22 +362,16 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 // Only after a batch of several: under CPU starvation a yield can wait
 // behind hundreds of goroutines, and one caller is no crowd.
 func (b *batcher) gather(l *lane, answered int) {
-	queued := b.queued(l)
+	count := func() int { b.mu.Lock(); defer b.mu.Unlock(); return len(l.queue) }
+	queued := count()
 	for range answered {
 		runtime.Gosched()
-		now := b.queued(l)
+		now := count()
 		if now == queued {
 			return
 		}
 		queued = now
 	}
-}
-
-// queued returns how many commands wait in l's queue.
-func (b *batcher) queued(l *lane) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(l.queue)
 }
 
 // watchLocked sets l's timer, unless set, for when the earliest live send

@@ -6,17 +6,15 @@ import (
 	"time"
 )
 
-// Close shuts the Client down for a process told to stop. From the call
-// on, the acquiring calls return an error matching ErrClosed, also to the
-// callers that were waiting. Close waits for attempts under way, then
-// releases every lock the Client holds in one pipeline bounded by ctx (each
-// lock's context is cancelled first, with a cause matching ErrClosed), so
-// that another instance can take each at once, and gives background
-// give-backs one last try. It returns once no goroutine, timer or pub/sub
-// connection of the Client is left, or when ctx ends (with ctx's error);
-// nil when every lock was released, else an error saying how many were not
-// (they expire after their TTL). A second Close returns nil. It does not
-// close the go-redis client.
+// Close shuts the Client down. From the call on, the acquiring calls return
+// an error matching ErrClosed, also to waiting callers. It waits for attempts
+// under way, releases every lock the Client holds in one pipeline bounded by
+// ctx (each lock's context cancelled first, cause ErrClosed) so that another
+// instance can take each at once, and gives background give-backs one last
+// try. It returns once nothing of the Client runs, or when ctx ends (with
+// ctx's error); nil when every lock was released, else an error saying how
+// many were not (they expire after their TTL). A second Close returns nil.
+// It does not close the go-redis client.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -42,12 +40,19 @@ func (c *Client) Close(ctx context.Context) error {
 	// The network part runs on a goroutine of its own: go-redis may not
 	// honour ctx's deadline while it reads, and Close returns by that
 	// deadline; what is left stops at the go-redis client's timeouts.
-	released := make(chan error, 1)
+	released, swept := make(chan error, 1), make(chan struct{})
 	go func() {
-		err := c.releaseAll(ctx, refs)
+		released <- c.releaseAll(ctx, refs)
+		// Attempts under way land first: the janitor's last try finds what they took.
+		if idle := c.store.idle(); idle != nil {
+			select {
+			case <-idle:
+			case <-ctx.Done():
+			}
+		}
 		c.cleaner.flush(ctx)
 		c.waiting.close(ctx)
-		released <- err
+		close(swept)
 	}()
 	select {
 	case e := <-released:
@@ -55,6 +60,11 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return join(err, fmt.Errorf("redislock: close: %s not confirmed released (they expire after their TTL): %w",
 			count(len(refs), "lock"), ctx.Err()))
+	}
+	select {
+	case <-swept:
+	case <-ctx.Done():
+		return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
 	}
 	return join(err, c.wait(ctx, watchDone))
 }

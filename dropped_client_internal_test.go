@@ -65,6 +65,6 @@ func TestCloseLeavesNoTimer(t *testing.T) {
 		require.True(t, timer.armed.IsZero(), name)
 	}
 	require.Equal(t, -1, held.h.maxHoldAlarm.index, "the max-hold alarm was cancelled")
-	c.cleaner.addUncertain(&held.h.ref, time.Hour)
+	c.cleaner.addUncertain(&held.h.ref, time.Hour, nil)
 	require.True(t, c.cleaner.timer.armed.IsZero(), "a closed janitor takes nothing")
 }

@@ -23,11 +23,12 @@ type janitor struct {
 type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
-	// uncertain: an attempt whose command may yet reach Redis, even after a
-	// partition longer than its lease, and take the key: done once a release
-	// deleted the key; endless until Redis answers (see janitorMaxPartition),
-	// then a lease more.
+	// uncertain: an attempt that may yet take the key, even after a long
+	// partition: done once the key was deleted after landed (signalled when
+	// its reply was read; nil: unknown); endless until Redis answers (see
+	// janitorMaxPartition), then a lease more.
 	uncertain bool
+	landed    <-chan struct{}
 	lease     time.Duration
 	answered  bool
 	due       time.Time
@@ -60,8 +61,8 @@ func (j *janitor) add(ref *lockRef, until time.Time) {
 }
 
 // addUncertain gives back what an attempt without an answer may take (see cleanup.uncertain).
-func (j *janitor) addUncertain(ref *lockRef, lease time.Duration) {
-	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease})
+func (j *janitor) addUncertain(ref *lockRef, lease time.Duration, landed <-chan struct{}) {
+	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease, landed: landed})
 }
 
 func (j *janitor) push(c *cleanup) {
@@ -82,15 +83,22 @@ func (j *janitor) round(due []*cleanup) {
 
 func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	refs := make([]*lockRef, len(batch))
+	j.mu.Lock()
 	for i, c := range batch {
 		refs[i] = c.ref
+		select {
+		case <-c.landed: // (nil: never) before this round: it can land no more
+			c.landed, c.uncertain = nil, false
+		default:
+		}
 	}
+	j.mu.Unlock()
 	replies, errs := j.store.abandon(ctx, refs)
 	now := time.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i, c := range batch {
-		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone)
+		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone && c.landed == nil)
 		if errs[i] == nil && c.uncertain && !c.answered {
 			// Redis answers: an attempt on its way lands now, so a lease more.
 			c.answered, c.tries = true, 0

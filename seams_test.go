@@ -486,3 +486,154 @@ func TestAnAfterFuncOnTheContextKeepsTheLockUntilStopped(t *testing.T) {
 		require.True(t, logged)
 	})
 }
+
+// An attempt still on its way when Close turns its waiter away must not
+// leave a lease held by nobody: here the holder (another Client) releases
+// while the waiter's attempt is stuck in a hook, the release hands the lock
+// to the waiter's place, and the attempt lands only after the janitor's
+// last try has given that back. Close must let the attempt land first and
+// then give back what it took. (Seen as a rare failure of
+// TestCloseReleasesEverythingAndTurnsCallersAway: the name held for a whole
+// TTL by the waiter's token after Close returned.)
+func TestCloseGivesBackAnAttemptThatLandsAfterItsWaiterLeft(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		lateAttempt(t, b, func(c *redislock.Client, _ context.CancelFunc) <-chan error {
+			closed := make(chan error, 1)
+			go func() { closed <- c.Close(context.Background()) }()
+			return closed
+		}, redislock.ErrClosed)
+	})
+}
+
+// The same when the waiter's ctx ends: the janitor keeps at it until the
+// attempt's reply was read, then gives back what it took.
+func TestTheJanitorGivesBackAnAttemptThatLandsAfterItsWaiterLeft(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		lateAttempt(t, b, func(_ *redislock.Client, cancel context.CancelFunc) <-chan error {
+			cancel()
+			return nil
+		}, context.Canceled)
+	})
+}
+
+// lateAttempt holds a waiter's attempt in a hook while its holder (another
+// Client) releases, which hands the lock to the waiter's place; stop then
+// makes the waiter leave (returning what Close returns, if it calls it),
+// and the attempt lands once a give-back of the key has run (the code
+// before had then given back already), or after 2 s. Nothing may hold the
+// name afterwards.
+func lateAttempt(t *testing.T, b *backend, stop func(*redislock.Client, context.CancelFunc) <-chan error, want error) {
+	ctx := context.Background()
+	const key = "lock:{late}"
+	holder, err := redislock.New(b.rdb, quiet).Acquire(ctx, "late")
+	require.NoError(t, err)
+	gate := &attemptGate{key: key, held: make(chan struct{}), open: make(chan struct{})}
+	wrdb := redis.NewClient(&redis.Options{Addr: b.rdb.Options().Addr})
+	t.Cleanup(func() { _ = wrdb.Close() })
+	wrdb.AddHook(gate)
+	c := redislock.New(wrdb, quiet)
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(wctx, "late", redislock.WithRetry(redislock.LinearBackoff(10*time.Second)))
+		waited <- err
+	}()
+	eventually(t, 5*time.Second, func() bool { return b.rdb.ZCard(ctx, key+":q").Val() == 1 }, "the waiter never queued")
+	gate.close()
+	select { // its next attempt (the half-second refresh) is held
+	case <-gate.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter sent no attempt")
+	}
+	require.NoError(t, holder.Release(ctx)) // handed to the waiter's place
+	closed := stop(c, cancel)
+	require.ErrorIs(t, <-waited, want)
+	select {
+	case <-gate.gaveBack():
+	case <-time.After(2 * time.Second):
+	}
+	close(gate.open)
+	if closed != nil {
+		require.NoError(t, <-closed)
+		require.Zero(t, b.rdb.Exists(ctx, key).Val(), "the attempt that landed after its waiter left holds the name")
+		return
+	}
+	eventually(t, 5*time.Second, func() bool { return b.rdb.Exists(ctx, key).Val() == 0 },
+		"the attempt that landed after its waiter left holds the name")
+}
+
+// attemptGate holds the first command on key sent once it is closed (an
+// acquire attempt) until open is closed, and tells when a later command on
+// key (a give-back) has had its reply.
+type attemptGate struct {
+	key        string
+	mu         sync.Mutex
+	closed     bool
+	holding    bool
+	held, open chan struct{}
+	back       chan struct{}
+}
+
+func (g *attemptGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed, g.back = true, make(chan struct{})
+}
+
+func (g *attemptGate) gaveBack() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.back
+}
+
+// pass runs next for cmds, holding them when they are the attempt.
+func (g *attemptGate) pass(cmds []redis.Cmder, next func() error) error {
+	onKey := false
+	for _, cmd := range cmds {
+		for _, arg := range cmd.Args() {
+			if s, ok := arg.(string); ok && s == g.key {
+				onKey = true
+			}
+		}
+	}
+	g.mu.Lock()
+	hold := onKey && g.closed && !g.holding
+	later := onKey && g.holding
+	if hold {
+		g.holding = true
+	}
+	g.mu.Unlock()
+	if hold {
+		close(g.held)
+		<-g.open
+	}
+	err := next()
+	if later {
+		g.mu.Lock()
+		select {
+		case <-g.back:
+		default:
+			close(g.back)
+		}
+		g.mu.Unlock()
+	}
+	return err
+}
+
+func (g *attemptGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *attemptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return g.pass([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (g *attemptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return g.pass(cmds, func() error { return next(ctx, cmds) })
+	}
+}
