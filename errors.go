@@ -40,13 +40,11 @@ var (
 	ErrNotALock = errors.New("redislock: not a lock")
 
 	// ErrInvalidArgument is wrapped by every error about bad input (an
-	// empty name, a TTL outside MinTTL..MaxTTL, a nil client, a Client not
-	// made by New...). Such calls never touch the network.
+	// empty name, a TTL out of range, a Client not made by New); nothing sent.
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 
-	// ErrLimitMismatch is returned by AcquireSemaphore when the holders use
-	// another limit (it may change once every holder has left). It matches
-	// neither ErrNotAcquired nor ErrInvalidArgument.
+	// ErrLimitMismatch: AcquireSemaphore's holders use another limit (it may
+	// change once all have left); neither ErrNotAcquired nor ErrInvalidArgument.
 	ErrLimitMismatch = errors.New("redislock: semaphore limit differs from its holders'")
 )
 

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"container/heap"
+	"context"
 	"sync"
 	"time"
 )
@@ -74,7 +75,8 @@ type timedQueue[T any] struct {
 	mu    sync.Mutex
 	items timeHeap[T]
 	timer lazyTimer
-	busy  bool // a round is running: it sets the timer when done
+	busy  bool          // a round is running: it sets the timer when done
+	ended chan struct{} // closed when the running round ends
 	// slack: how early an item may join a round; beforeRounds and idle run
 	// with mu held as rounds begin and when the queue empties.
 	slack        func(T) time.Duration
@@ -134,7 +136,7 @@ func (q *timedQueue[T]) fire() {
 		q.mu.Unlock()
 		return
 	}
-	q.busy = true
+	q.busy, q.ended = true, make(chan struct{})
 	q.timer.fired()
 	if q.beforeRounds != nil {
 		q.beforeRounds(time.Now())
@@ -145,6 +147,7 @@ func (q *timedQueue[T]) fire() {
 		q.mu.Lock()
 	}
 	q.busy = false
+	close(q.ended)
 	if q.items.Len() == 0 {
 		q.timer.stop()
 		if q.idle != nil {
@@ -178,4 +181,17 @@ func (q *timedQueue[T]) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.timer.close()
+}
+
+// settledLocked waits until no round runs, or ctx ends; q.mu is held.
+func (q *timedQueue[T]) settledLocked(ctx context.Context) {
+	for q.busy && ctx.Err() == nil {
+		ended := q.ended
+		q.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+		}
+		q.mu.Lock()
+	}
 }

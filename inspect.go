@@ -63,19 +63,15 @@ type NodeInfo struct {
 	Err error
 }
 
-// Inspect reports the state of the lock called name in one round trip:
-// whether it is held and by which kind of lock, the lease left, the
-// holders' metadata (and leases, for shared and semaphore holders), the
-// last fence handed out and how many waiters are queued. Its script only
-// reads (one instant) and never sees the token; anyone may call it, also
-// after Client.Close (to ask who leads an election, say). On a quorum
+// Inspect reports the lock called name in one round trip: whether and by
+// which kind it is held, the lease left, the holders' metadata (and leases),
+// the last fence and the waiters queued. Its script only reads and never
+// sees the token; anyone may call it, also after Client.Close. On a quorum
 // Client it reads every node (each within TTL/20) into Info.Nodes.
 //
 // Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
-// (nothing is sent); ErrNotALock when the lock's key, its fence counter or
-// its queue holds a value of another type (a sorted set in the lock's key
-// is a semaphore's); a *QuorumError when fewer than a majority of the
-// nodes could be read; otherwise the Redis error, wrapped with the name.
+// (nothing sent); ErrNotALock when a key of the lock holds another type; a
+// *QuorumError when under a majority could be read; else the Redis error.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
 	if err != nil {

@@ -98,8 +98,7 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 	}
 }
 
-// drift is the allowance for clock drift between us and Redis over one
-// lease: 1% of the TTL plus 2ms, the figure the Redlock description uses.
+// drift allows for clock drift over a lease: 1% of the TTL plus 2ms (Redlock's figure).
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 func (l *hold) currentTTL() time.Duration {
@@ -126,9 +125,8 @@ func (l *Lock) Key() string {
 	return l.h.ref.key
 }
 
-// Token returns the random token of this acquisition ("" on a nil Lock): a
-// secret, whoever knows it can release the lock. It is without the
-// metadata that WithMetadata stores after it.
+// Token returns this acquisition's random token, without metadata ("" on a
+// nil Lock): a secret, whoever knows it can release the lock.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -156,11 +154,10 @@ func (l *hold) pastSafeDeadline() bool {
 	return !time.Now().Before(l.safeDeadline)
 }
 
-// Valid reports whether the lock can still be trusted at the call: its hold
-// has not ended and its safe deadline, read from the monotonic clock now,
-// has not passed. Unlike Context().Err(), it waits for no timer, so it is
-// right the instant a paused process resumes. Call it right before an
-// irreversible write; it sends nothing. False on a nil Lock.
+// Valid reports whether the lock can be trusted now: its hold has not ended
+// and its safe deadline (monotonic clock) has not passed. Unlike
+// Context().Err() it waits for no timer: right the instant a paused process
+// resumes. Call it before an irreversible write; it sends nothing.
 func (l *Lock) Valid() bool {
 	if l == nil {
 		return false
@@ -171,11 +168,10 @@ func (l *Lock) Valid() bool {
 	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
 }
 
-// Context returns a context with the values of the context given to
-// Acquire, but not its cancellation, cancelled when the hold ends: with a
-// *LostError as its cause (see context.Cause) when the lock is lost, with
-// ErrReleased when it is released. FenceFromContext and LockFromContext
-// work on it. On a nil Lock it is already cancelled, with cause ErrNotHeld.
+// Context returns a context with the values of Acquire's ctx, cancelled when
+// the hold ends: cause a *LostError when lost, ErrReleased when released
+// (ErrNotHeld at once on a nil Lock). FenceFromContext and LockFromContext
+// work on it.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -210,10 +206,8 @@ func (l *hold) context() context.Context {
 	return l.ctx
 }
 
-// TTL returns the lock's remaining lease on the server (for a Lock from
-// AcquireMulti, the shortest of its names'); ErrNotHeld when it is no
-// longer ours, also on a nil Lock (nothing is sent if it was released);
-// or the Redis error.
+// TTL returns the lock's lease left on the server (a multi lock's shortest);
+// ErrNotHeld when no longer ours or on a nil Lock; or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock

@@ -102,8 +102,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	return lost, err
 }
 
-// sendRelease sends the release; room's next in line gets the turn, and on
-// a store that can, its first attempt goes right behind our release.
+// sendRelease sends the release; room's next in line gets the turn (and its attempt rides behind it).
 func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	var next *queuedWaiter
 	pipe, canPipe := l.client.store.(releaseAttempter)
@@ -125,8 +124,7 @@ func (l *hold) sendRelease(ctx context.Context, room *waitRoom) (int64, error) {
 	return reply, err
 }
 
-// Where a Lock's release stands: one Release at a time sends the script;
-// after an error another may try again.
+// Where a Lock's release stands: one Release at a time sends; after an error another may.
 const (
 	releaseNone = iota
 	releaseSending

@@ -42,11 +42,10 @@ type store interface {
 	queues() bool
 }
 
-// lockRef is one lock as its store commands see it; on a single deployment
-// it carries the acquire and release commands too, built once per lock so
-// that the uncontended path allocates and boxes nothing per call. The token
-// and secondary keys go in as *string, which go-redis writes as the string:
-// a hook that prints arguments shows an address, for the token a secret.
+// lockRef is one lock as its store commands see it, with its commands built
+// once (the uncontended path allocates nothing per call). The token and
+// secondary keys go in as *string: a hook printing arguments shows an
+// address, not the secret.
 type lockRef struct {
 	key       string
 	fenceKey  string // the fence counter; the lock key itself without fencing
