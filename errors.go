@@ -110,8 +110,8 @@ func (e *LostError) Is(target error) bool { return target == ErrLockLost }
 // Unwrap returns the last Redis error seen, if any.
 func (e *LostError) Unwrap() error { return e.Err }
 
-// errNilLock is what the methods of a nil *Lock (a failed Acquire's) report.
-var errNilLock = fmt.Errorf("%w: nil *Lock (a failed Acquire returns no lock)", ErrNotHeld)
+// errNilLock is what the methods of a nil or zero Lock report.
+var errNilLock = fmt.Errorf("%w: nil or zero Lock (a failed Acquire returns no lock)", ErrNotHeld)
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)

@@ -18,7 +18,7 @@ import (
 // is then cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return errNilLock
 	}
 	if ctx == nil {

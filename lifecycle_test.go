@@ -17,10 +17,20 @@ import (
 	"github.com/redislock/redislock"
 )
 
-// The methods of a nil *Lock (what a failed Acquire returns) report
-// ErrNotHeld; none panics.
+// The methods of a nil *Lock (what a failed Acquire returns), and of a
+// zero Lock (one in a struct, never acquired), report ErrNotHeld; none
+// panics.
 func TestNilLockMethodsReportNotHeld(t *testing.T) {
-	var l *redislock.Lock
+	var zero struct {
+		n int
+		l redislock.Lock
+	}
+	for _, l := range []*redislock.Lock{nil, &zero.l} {
+		nilLockMethods(t, l)
+	}
+}
+
+func nilLockMethods(t *testing.T, l *redislock.Lock) {
 	ctx := context.Background()
 	require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld)
 	require.ErrorIs(t, l.Extend(ctx, time.Second), redislock.ErrNotHeld)

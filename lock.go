@@ -110,7 +110,7 @@ func (l *hold) currentTTL() time.Duration {
 // Name returns the name given to Acquire (for a Lock from AcquireMulti,
 // its first name; "" on a nil Lock).
 func (l *Lock) Name() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.name
@@ -119,7 +119,7 @@ func (l *Lock) Name() string {
 // Key returns the Redis key that holds the token (for a Lock from
 // AcquireMulti, its first name's; "" on a nil Lock).
 func (l *Lock) Key() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.ref.key
@@ -128,7 +128,7 @@ func (l *Lock) Key() string {
 // Token returns this acquisition's random token, without metadata ("" on a
 // nil Lock): a secret, whoever knows it can release the lock.
 func (l *Lock) Token() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.token()
@@ -142,7 +142,7 @@ func (l *hold) token() string {
 // Fence returns the fencing token taken with the lock, 0 without WithFencing
 // (and on a nil Lock); a multi lock's first name's (see FenceOf).
 func (l *Lock) Fence() int64 {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0
 	}
 	return l.h.fence
@@ -159,7 +159,7 @@ func (l *hold) pastSafeDeadline() bool {
 // Context().Err() it waits for no timer: right the instant a paused process
 // resumes. Call it before an irreversible write; it sends nothing.
 func (l *Lock) Valid() bool {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return false
 	}
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
@@ -173,7 +173,7 @@ func (l *Lock) Valid() bool {
 // (ErrNotHeld at once on a nil Lock). FenceFromContext and LockFromContext
 // work on it.
 func (l *Lock) Context() context.Context {
-	if l == nil {
+	if l == nil || l.h == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(errNilLock)
 		return ctx
@@ -209,7 +209,7 @@ func (l *hold) context() context.Context {
 // TTL returns the lock's lease left on the server (a multi lock's shortest);
 // ErrNotHeld when no longer ours or on a nil Lock; or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0, errNilLock
 	}
 	if ctx == nil {

@@ -64,7 +64,7 @@ func valueOf(token, metadata string) string {
 // Metadata returns the metadata the lock was acquired with (see
 // WithMetadata), "" when none, and on a nil Lock.
 func (l *Lock) Metadata() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.opts.metadata

@@ -317,7 +317,7 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 // for each of its names, any other Lock's for its name. It reports false
 // for another name, without WithFencing, and on a nil Lock.
 func (l *Lock) FenceOf(name string) (int64, bool) {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0, false
 	}
 	m := l.h.ref.multi

@@ -54,7 +54,7 @@ func isUnreachable(err error) bool {
 
 // run runs fn holding l, and releases it (see RunWithLock).
 func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
+	defer runtime.SetFinalizer(l, nil) // in use, then released (see Release)
 	runCtx, cancel := context.WithCancelCause(withLock(ctx, l))
 	lockCtx := l.Context()
 	stopForwarding := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
