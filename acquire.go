@@ -219,7 +219,7 @@ func (a *acquisition) enterRoom(key string) error {
 			// The turn came as we gave up, with an attempt made for us:
 			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.c.cleaner.addUncertain(&a.l.ref, a.o.ttl, nil)
+				a.giveBackUncertain(nil)
 			} else {
 				a.inQueue = true
 			}
@@ -326,6 +326,11 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 	return lease, true
 }
 
+// giveBackUncertain: what an unanswered attempt may take, a lease and a queue place (queueHold).
+func (a *acquisition) giveBackUncertain(way *onItsWay) {
+	a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold), way)
+}
+
 // failed turns an attempt's error into the call's. An attempt without an
 // answer may still take the key under our token: the janitor gives it back;
 // one that never left this Client (unsentError) took nothing.
@@ -334,10 +339,9 @@ func (a *acquisition) failed(err error) error {
 	var unsent unsentError
 	if !errors.As(err, &unsent) && (!errors.As(err, &reply) || a.ctx.Err() != nil) {
 		if a.c.store.queues() {
-			// A lease and a place in the queue (queueHold): the janitor gives back both.
-			var way onItsWay
+			var way *onItsWay
 			errors.As(err, &way)
-			a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold), way.landed)
+			a.giveBackUncertain(way)
 		}
 		// No call to a Redis that just failed; an error reply took nothing,
 		// and close gives back the place we had.

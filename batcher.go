@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"time"
@@ -152,20 +153,34 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	if queued {
 		failed.SetErr(unsentError{why})
 	} else {
-		failed.SetErr(onItsWay{why, call.done})
+		failed.SetErr(&onItsWay{why, call.done, cmd})
 	}
 	return failed
 }
 
 // onItsWay is the error of a command its caller stopped waiting for on its
-// way (cause): landed is signalled once its reply was read.
+// way (cause); sent is signalled once the flusher is done with cmd.
 type onItsWay struct {
-	cause  error
-	landed <-chan struct{}
+	cause error
+	sent  <-chan struct{}
+	cmd   *redis.Cmd
 }
 
-func (e onItsWay) Error() string { return e.cause.Error() }
-func (e onItsWay) Unwrap() error { return e.cause }
+func (e *onItsWay) Error() string { return e.cause.Error() }
+func (e *onItsWay) Unwrap() error { return e.cause }
+
+// settled tells, without waiting, whether the flusher is done with cmd and then whether
+// its reply was read (landed): after a network error it may land later all the same.
+func (e *onItsWay) settled() (done, landed bool) {
+	select {
+	case <-e.sent:
+		var reply redis.Error
+		err := e.cmd.Err()
+		return true, err == nil || errors.As(err, &reply)
+	default:
+		return false, false
+	}
+}
 
 // replyGrace is how long a caller whose ctx ended while its command was on
 // its way still waits for the reply (see do).

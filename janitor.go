@@ -23,12 +23,11 @@ type janitor struct {
 type cleanup struct {
 	ref   *lockRef
 	until time.Time // after it the lease has run out: nothing left to do
-	// uncertain: an attempt that may yet take the key, even after a long
-	// partition: done once the key was deleted after landed (signalled when
-	// its reply was read; nil: unknown); endless until Redis answers (see
-	// janitorMaxPartition), then a lease more.
+	// uncertain: an attempt that may yet take the key, even after a long partition: done once
+	// the key was deleted (and way, known in the batcher, settled: landed, then as a sure one);
+	// endless until Redis answers (see janitorMaxPartition), then a lease more.
 	uncertain bool
-	landed    <-chan struct{}
+	way       *onItsWay
 	lease     time.Duration
 	answered  bool
 	due       time.Time
@@ -61,8 +60,8 @@ func (j *janitor) add(ref *lockRef, until time.Time) {
 }
 
 // addUncertain gives back what an attempt without an answer may take (see cleanup.uncertain).
-func (j *janitor) addUncertain(ref *lockRef, lease time.Duration, landed <-chan struct{}) {
-	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease, landed: landed})
+func (j *janitor) addUncertain(ref *lockRef, lease time.Duration, way *onItsWay) {
+	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease, way: way})
 }
 
 func (j *janitor) push(c *cleanup) {
@@ -86,10 +85,11 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	j.mu.Lock()
 	for i, c := range batch {
 		refs[i] = c.ref
-		select {
-		case <-c.landed: // (nil: never) before this round: it can land no more
-			c.landed, c.uncertain = nil, false
-		default:
+		if c.way == nil {
+			continue
+		}
+		if done, landed := c.way.settled(); done { // before this round
+			c.way, c.uncertain = nil, !landed
 		}
 	}
 	j.mu.Unlock()
@@ -98,7 +98,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i, c := range batch {
-		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone && c.landed == nil)
+		done := errs[i] == nil && (!c.uncertain || replies[i] == replyDone && c.way == nil)
 		if errs[i] == nil && c.uncertain && !c.answered {
 			// Redis answers: an attempt on its way lands now, so a lease more.
 			c.answered, c.tries = true, 0
