@@ -316,7 +316,7 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 		return 0, false
 	}
 	lease, ok := a.room.takeHandover(a.ticket)
-	if !ok || a.kind == multiLock || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
+	if !ok || a.o.fencing || a.o.replicas > 0 || !a.o.watchdog {
 		return 0, false
 	}
 	lease = min(lease, a.o.ttl)

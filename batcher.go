@@ -61,7 +61,6 @@ const (
 // lane is the queue of one node and its sends under way.
 type lane struct {
 	sends    [maxSends]sendSlot
-	live     int           // sends under way not late: at most maxInFlight
 	usual    time.Duration // moving average of sends not late
 	queue    []*batchCall
 	spare    []*batchCall // the last batch's slice, reused
@@ -108,7 +107,7 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
-	if stop == nil && !l.crowded() {
+	if stop == nil {
 		if slot := l.claim(); slot != nil {
 			b.mu.Unlock()
 			_ = b.rdb.Process(ctx, cmd)
@@ -226,16 +225,15 @@ func (b *batcher) lane(ctx context.Context, key string) *lane {
 	return l
 }
 
-// claim takes a slot for a new send, or nil when maxInFlight live or
-// maxSends in all are under way. b.mu is held.
+// claim takes a slot for a new send, or nil while a batch of several,
+// maxInFlight live sends or maxSends in all are under way. b.mu is held.
 func (l *lane) claim() *sendSlot {
-	if l.live >= maxInFlight {
+	if n, crowded := l.live(); crowded || n >= maxInFlight {
 		return nil
 	}
 	for i := range l.sends {
 		if slot := &l.sends[i]; !slot.busy {
 			*slot = sendSlot{busy: true, since: time.Now()}
-			l.live++
 			return slot
 		}
 	}
@@ -249,11 +247,10 @@ func (l *lane) carryOn(slot *sendSlot) bool {
 		return false
 	}
 	if slot.late {
-		if l.live >= maxInFlight {
+		if n, _ := l.live(); n >= maxInFlight {
 			return false
 		}
 		slot.late = false
-		l.live++
 	}
 	slot.since = time.Now()
 	return true
@@ -279,33 +276,25 @@ func (b *batcher) lateAfter(l *lane) time.Duration {
 	return min(max(8*l.usual, b.minLate), b.maxLate)
 }
 
-// crowded tells whether a live send carries a batch of several. b.mu is held.
-func (l *lane) crowded() bool {
+// live counts l's sends under way that are not late, and tells whether one
+// of them carries a batch of several. b.mu is held.
+func (l *lane) live() (n int, crowded bool) {
 	for i := range l.sends {
-		if slot := &l.sends[i]; slot.busy && !slot.late && slot.crowd {
-			return true
+		if slot := &l.sends[i]; slot.busy && !slot.late {
+			n++
+			crowded = crowded || slot.crowd
 		}
 	}
-	return false
-}
-
-// free ends slot. b.mu is held.
-func (l *lane) free(slot *sendSlot) {
-	if !slot.late {
-		l.live--
-	}
-	*slot = sendSlot{}
+	return n, crowded
 }
 
 // dispatchLocked has l's queue sent by a new flusher if no batch of several
 // is under way and a send may start; else the first send to end takes it,
 // and the timer watches for late sends. b.mu is held.
 func (b *batcher) dispatchLocked(l *lane) {
-	if !l.crowded() {
-		if slot := l.claim(); slot != nil {
-			b.startFlusher(l, slot)
-			return
-		}
+	if slot := l.claim(); slot != nil {
+		b.startFlusher(l, slot)
+		return
 	}
 	b.watchLocked(l)
 }
@@ -320,7 +309,7 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 		b.startFlusher(l, slot)
 		return
 	}
-	l.free(slot)
+	*slot = sendSlot{}
 }
 
 // startFlusher hands l's queue to a new flusher on live slot. b.mu is held.
@@ -360,7 +349,7 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			l.spare = batch[:0]
 		}
 		if !l.carryOn(slot) {
-			l.free(slot)
+			*slot = sendSlot{}
 			b.mu.Unlock()
 			return
 		}
@@ -426,7 +415,6 @@ func (b *batcher) checkLate(l *lane) {
 	for i := range l.sends {
 		if slot := &l.sends[i]; slot.busy && !slot.late && now.Sub(slot.since) >= lateAfter {
 			slot.late = true
-			l.live--
 		}
 	}
 	b.dispatchLocked(l)

@@ -69,13 +69,12 @@ func (c *Client) Close(ctx context.Context) error {
 	return join(err, c.wait(ctx, watchDone))
 }
 
-// wait waits, within ctx, until no goroutine or timer of the Client is left.
+// wait waits, within ctx, for the Client's timers' goroutines and its restart watch (commands under way were awaited before the janitor's last round).
 func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
-	idle := c.store.idle()
 	for _, step := range []struct {
 		what string
 		done <-chan struct{}
-	}{{"the watchdog", c.bg.close()}, {"commands under way", idle}, {"the restart watch", watchDone}} {
+	}{{"the watchdog", c.bg.close()}, {"the restart watch", watchDone}} {
 		if step.done == nil {
 			continue
 		}

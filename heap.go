@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"container/heap"
-	"context"
 	"sync"
 	"time"
 )
@@ -75,8 +74,8 @@ type timedQueue[T any] struct {
 	mu    sync.Mutex
 	items timeHeap[T]
 	timer lazyTimer
-	busy  bool          // a round is running: it sets the timer when done
-	ended chan struct{} // closed when the running round ends
+	busy  bool      // a round is running: it sets the timer when done
+	ended sync.Cond // broadcast when a round ends (L: &mu)
 	// slack: how early an item may join a round; beforeRounds and idle run
 	// with mu held as rounds begin and when the queue empties.
 	slack        func(T) time.Duration
@@ -90,6 +89,7 @@ type timedQueue[T any] struct {
 // init sets the queue up; rounds run while bg lets new work start.
 func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
 	q.items.when, q.items.slot, q.run = when, slot, run
+	q.ended.L = &q.mu
 	q.timer.fire = func() {
 		if bg.enter() {
 			defer bg.exit()
@@ -136,7 +136,7 @@ func (q *timedQueue[T]) fire() {
 		q.mu.Unlock()
 		return
 	}
-	q.busy, q.ended = true, make(chan struct{})
+	q.busy = true
 	q.timer.fired()
 	if q.beforeRounds != nil {
 		q.beforeRounds(time.Now())
@@ -147,7 +147,7 @@ func (q *timedQueue[T]) fire() {
 		q.mu.Lock()
 	}
 	q.busy = false
-	close(q.ended)
+	q.ended.Broadcast()
 	if q.items.Len() == 0 {
 		q.timer.stop()
 		if q.idle != nil {
@@ -183,15 +183,9 @@ func (q *timedQueue[T]) close() {
 	q.timer.close()
 }
 
-// settledLocked waits until no round runs, or ctx ends; q.mu is held.
-func (q *timedQueue[T]) settledLocked(ctx context.Context) {
-	for q.busy && ctx.Err() == nil {
-		ended := q.ended
-		q.mu.Unlock()
-		select {
-		case <-ended:
-		case <-ctx.Done():
-		}
-		q.mu.Lock()
+// settledLocked waits until no round runs; q.mu is held.
+func (q *timedQueue[T]) settledLocked() {
+	for q.busy {
+		q.ended.Wait()
 	}
 }

@@ -116,7 +116,7 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 // flush sends one last round of everything pending and closes the janitor.
 func (j *janitor) flush(ctx context.Context) {
 	j.mu.Lock()
-	j.settledLocked(ctx) // a round under way queues again what it did not finish
+	j.settledLocked() // a round under way (at most janitorRoundTimeout) queues again what it did not finish
 	batch := j.takeDueLocked(time.Now().Add(time.Hour * 24 * 365))
 	j.timer.close()
 	j.mu.Unlock()

@@ -43,7 +43,6 @@ if ours then
 end
 if reply == 1 then
   -- The slot goes to the first live waiter, if any.
-  local skipped = 0
   local member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   while member do
     local lapses = tonumber(redis.call('ZSCORE', KEYS[3], member))

@@ -78,7 +78,7 @@ if waiting > 0 then
   end
 end
 local marked = value and string.sub(value, 1, #MARK) == MARK
-local ours = value == token or redis.call('ZSCORE', KEYS[2], token) ~= false and marked
+local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked) then
   ours = true
   if waiting > 0 then
