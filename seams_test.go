@@ -65,6 +65,7 @@ func TestAWaiterThatGaveUpIsHandedNothing(t *testing.T) {
 						where = "on the holder's Client"
 					}
 					t.Run(fmt.Sprintf("%s holder, %d %s waiters %s", tc.holder.name, waiters, tc.waiter.name, where), func(t *testing.T) {
+						t.Parallel() // each on names of its own; the waiters mostly wait out their ctx
 						for trial := range 3 {
 							requireGoneWaitersHandedNothing(t, b, tc.holder, tc.waiter, waiters, sameClient,
 								fmt.Sprintf("gone-%s-%d-%v-%d", tc.waiter.name, waiters, sameClient, trial))
