@@ -43,17 +43,24 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 	for _, goroutines := range []int{1, 16, 64} {
 		b.Run("goroutines="+strconv.Itoa(goroutines), func(b *testing.B) {
-			times, allocs := interleaveConcurrent(b, srv.Addr(), libs, goroutines)
-			perCycle := medians(times)
-			for i, c := range libs {
-				b.ReportMetric(perCycle[i], c.name+"-µs")
-				b.ReportMetric(allocs[i], c.name+"-allocs")
-			}
+			times := reportCycles(b, srv.Addr(), libs, goroutines)
 			b.ReportMetric(medianRatio(times[1], times[0]), "ours/raw")
 			b.ReportMetric(medianRatio(times[2], times[0]), "rueidis-raw/raw")
 			b.ReportMetric(medianRatio(times[1], times[2]), "ours/rueidis-raw")
 		})
 	}
+}
+
+// reportCycles runs libs interleaved (see interleaveConcurrent), reports
+// each one's median time and allocations per cycle, and returns each one's
+// time per cycle in every round.
+func reportCycles(b *testing.B, addr string, libs []cycler, goroutines int) (times [][]float64) {
+	times, allocs := interleaveConcurrent(b, addr, libs, goroutines)
+	for i, c := range libs {
+		b.ReportMetric(median(times[i]), c.name+"-µs")
+		b.ReportMetric(allocs[i], c.name+"-allocs")
+	}
+	return times
 }
 
 // interleaveConcurrent runs libs in rounds with goroutines goroutines each

@@ -4,7 +4,7 @@
 # default), with the machine's load before and after. BENCHMARKS.md quotes
 # this file; run it on a quiet machine:
 #
-#   bash bench/engine.sh                # about 15 minutes
+#   bash bench/engine.sh                # about 2 minutes
 #   OUT=/tmp/r bash bench/engine.sh
 set -euo pipefail
 cd "$(dirname "$0")"

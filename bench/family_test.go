@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,7 +86,5 @@ func contendedHandoffs(b *testing.B, lib string, acquire func(context.Context) (
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
-	slices.Sort(handoffs)
-	b.ReportMetric(float64(percentile(handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
-	b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
+	reportHandoffs(b, handoffs)
 }

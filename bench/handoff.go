@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"testing"
 	"time"
 )
 
@@ -74,6 +75,14 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	}
 	rank := int(q*float64(len(sorted))+0.999999999) - 1
 	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// reportHandoffs reports the median and 99th percentile of handoffs
+// (sorting them) in µs.
+func reportHandoffs(b *testing.B, handoffs []time.Duration) {
+	slices.Sort(handoffs)
+	b.ReportMetric(float64(percentile(handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
+	b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
 }
 
 // fairness returns the fewest acquisitions of any of holders divided by

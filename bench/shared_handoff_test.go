@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,9 +10,9 @@ import (
 )
 
 // BenchmarkSharedHandoff measures the hand-over to a waiting shared holder:
-// a writer (one Client) holds the name exclusively for contendedHold and
-// releases it while a reader (another Client, with its own connections
-// and pub/sub, as another process would have) waits in AcquireShared;
+// a writer (one Client) holds the name exclusively and releases it once a
+// reader (another Client, with its own connections and pub/sub, as another
+// process would have) waits in AcquireShared;
 // one op is one such hand-over, timed from just before the writer's
 // release to just after the reader's acquire returns. For comparison the
 // same with an exclusive waiter (lib=exclusive):
@@ -30,6 +29,8 @@ func BenchmarkSharedHandoff(b *testing.B) {
 			writer, reader := redislock.New(writerRDB, wait), redislock.New(readerRDB, wait)
 			ctx, cancel := context.WithTimeout(context.Background(), contendedTimeout)
 			defer cancel()
+			key := "lock:{bench:handoff:" + waiter + "}"
+			channel := key + ":released"
 			take := reader.Acquire
 			if waiter == "shared" {
 				take = reader.AcquireShared
@@ -51,7 +52,12 @@ func BenchmarkSharedHandoff(b *testing.B) {
 					l, err := take(ctx, "bench:handoff:"+waiter)
 					got <- result{l, time.Now(), err}
 				}()
-				time.Sleep(2 * time.Millisecond) // the waiter queues and listens
+				// The waiter queued and listens to the name's releases.
+				for writerRDB.ZCard(ctx, key+":q").Val() == 0 || writerRDB.PubSubNumSub(ctx, channel).Val()[channel] == 0 {
+					if ctx.Err() != nil {
+						b.Fatal("the waiter never waited")
+					}
+				}
 				released := time.Now()
 				if err := held.Release(ctx); err != nil {
 					b.Fatal(err)
@@ -66,9 +72,7 @@ func BenchmarkSharedHandoff(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			slices.Sort(handoffs)
-			b.ReportMetric(float64(percentile(handoffs, 0.50).Nanoseconds())/1e3, "p50-handoff-µs")
-			b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds())/1e3, "p99-handoff-µs")
+			reportHandoffs(b, handoffs)
 		})
 	}
 }
