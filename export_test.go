@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,6 +15,16 @@ import (
 func DisableRestartWatch() (restore func()) {
 	restartWatchOff.Store(true)
 	return func() { restartWatchOff.Store(false) }
+}
+
+// SetLeaveWait sets how long a waiter that gives up waits for its place to
+// be given back before it returns (leaveWait), until restore: a test that
+// checks the order (given back, then returned) lifts the bound, which a
+// loaded machine can reach. Not for parallel tests.
+func SetLeaveWait(d time.Duration) (restore func()) {
+	old := leaveWait
+	leaveWait = d
+	return func() { leaveWait = old }
 }
 
 // GiveBackShared runs the shared release script for token as a shared

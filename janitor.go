@@ -125,8 +125,8 @@ func (j *janitor) flush(ctx context.Context) {
 	}
 }
 
-// leaveWait bounds how long a waiter that gives up waits for Client.leave.
-const leaveWait = 250 * time.Millisecond
+// leaveWait bounds how long a waiter that gives up waits for Client.leave (a var for tests).
+var leaveWait = 250 * time.Millisecond
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
 // handed to it meanwhile, before the waiter returns: a later release cannot
