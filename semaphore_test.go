@@ -388,8 +388,13 @@ func TestSemaphoreThroughSentinel(t *testing.T) {
 	replica := newRedisClient(t, set.Replica(t).Addr())
 	ctx := context.Background()
 	clock := &extensionClock{}
+	// The lease must outlast the first acquisition's round trip, WAIT
+	// included: 300 ms did not on CI's loaded machine (735 ms, the first
+	// command also finding the primary through the sentinels), so the
+	// client finds it first and the lease is 2 s.
+	require.NoError(t, rdb.Ping(ctx).Err())
 	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithReplicaAck(1, 5*time.Second),
-		redislock.WithTTL(300*time.Millisecond), redislock.WithObserver(clock))
+		redislock.WithTTL(2*time.Second), redislock.WithObserver(clock))
 
 	a, err := c.AcquireSemaphore(ctx, "sentinel", 2)
 	require.NoError(t, err)
