@@ -26,8 +26,9 @@ run() { echo "+ $*" | tee -a "$f"; "$@" 2>&1 | tee -a "$f"; }
 # hand at 1, 16 and 64 goroutines of one Client; the family against the
 # exclusive lock at 1 and 16; the uncontended cycle against raw go-redis.
 run go test -run '^$' -bench '^(BenchmarkConcurrent|BenchmarkFamily|BenchmarkInterleaved)$' -benchtime 40x -count 1 -timeout 60m .
-# What each kind's uncontended cycle costs the server (INFO commandstats).
-run go test -run '^$' -bench '^BenchmarkFamilyServerWork$' -benchtime 3000x -count 1 -timeout 60m .
+# What each kind's uncontended cycle costs the server and this process
+# (CPU per cycle, INFO cpu and getrusage), at 1 and 16 goroutines.
+run go test -run '^$' -bench '^BenchmarkFamilyServerWork$' -benchtime 20000x -count 1 -timeout 60m .
 # Allocations of the exclusive cycle, in the core module.
 run go -C .. test -run '^$' -bench '^BenchmarkAcquireRelease$' -benchmem -count 1 .
 # Hand-over p50 / p99: a lock, a semaphore and a shared hold, waiters in

@@ -2,8 +2,16 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/redistest"
@@ -50,45 +58,83 @@ func familyCyclers() []cycler {
 	}
 }
 
-// BenchmarkFamilyServerWork reports what one uncontended acquire + release
-// of each kind costs the server: the microseconds of its commands (INFO
-// commandstats, the scripts' own commands included) per cycle, one op
-// being one cycle, on a fresh name each time:
+// BenchmarkFamilyServerWork reports what an uncontended acquire + release
+// of each kind costs each side, one op being one cycle on a fresh name,
+// run by 1 or 16 goroutines on one Client: the server's CPU time (INFO
+// cpu, user + system: its network reads and writes included), this
+// process's CPU time (getrusage, the benchmark's own loop included), both
+// per cycle; the commands and their microseconds per cycle (INFO
+// commandstats, where a script's time includes the commands it runs,
+// which are also counted on their own) are logged with -v:
 //
-//	go test -run '^$' -bench '^BenchmarkFamilyServerWork$' -benchtime 3000x .
+//	go test -run '^$' -bench '^BenchmarkFamilyServerWork$' -benchtime 20000x .
 func BenchmarkFamilyServerWork(b *testing.B) {
 	srv := redistest.Start(b)
 	admin := newGoRedis(srv.Addr(), nil)
 	defer admin.Close()
+	for _, goroutines := range []int{1, 16} {
+		for _, c := range familyCyclers() {
+			b.Run("goroutines="+strconv.Itoa(goroutines)+"/kind="+c.name, func(b *testing.B) {
+				serverWorkRun(b, admin, c, srv.Addr(), goroutines)
+			})
+		}
+	}
+}
+
+// serverWorkRun runs b.N cycles of c on goroutines goroutines and reports
+// the CPU each side spent per cycle (see BenchmarkFamilyServerWork).
+func serverWorkRun(b *testing.B, admin *redis.Client, c cycler, addr string, goroutines int) {
 	ctx := context.Background()
-	for _, c := range familyCyclers() {
-		b.Run("kind="+c.name, func(b *testing.B) {
-			cycle, closeLib, err := c.open(srv.Addr())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer closeLib()
-			if err := cycle(ctx, "serverwork:warmup:"+c.name); err != nil {
-				b.Fatal(err)
-			}
-			before, err := readServerWork(ctx, admin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			i := 0
-			for b.Loop() {
-				if err := cycle(ctx, "serverwork:"+c.name+":"+strconv.Itoa(i)); err != nil {
-					b.Fatal(err)
+	cycle, closeLib, err := c.open(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeLib()
+	if err := cycle(ctx, "serverwork:warmup:"+c.name); err != nil {
+		b.Fatal(err)
+	}
+	before, err := readServerWork(ctx, admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clientBefore := cpuTime()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range goroutines {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				if err := cycle(ctx, "serverwork:"+c.name+":"+strconv.FormatInt(i, 10)); err != nil {
+					b.Error(err)
+					return
 				}
-				i++
 			}
-			after, err := readServerWork(ctx, admin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(after.since(before).micros.total())/float64(i), "server-µs/cycle")
 		})
 	}
+	wg.Wait()
+	b.StopTimer()
+	client := cpuTime() - clientBefore
+	after, err := readServerWork(ctx, admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := after.since(before)
+	n := float64(b.N)
+	b.ReportMetric(float64(work.cpu.Microseconds())/n, "server-cpu-µs/cycle")
+	b.ReportMetric(float64(client.Microseconds())/n, "client-cpu-µs/cycle")
+	b.Logf("N=%d per cycle: calls %s; µs %s", b.N, perCycle(work.calls, n), perCycle(work.micros, n))
+}
+
+// perCycle lists s's commands with their figures divided by n.
+func perCycle(s commandStats, n float64) string {
+	names := slices.Sorted(maps.Keys(s))
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		if name != "info" {
+			parts = append(parts, fmt.Sprintf("%s=%.2f", name, float64(s[name])/n))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // openFamilyCycle is a cycler of one member of the lock family: take with
