@@ -304,13 +304,11 @@ func (a *acquisition) noteFirst() {
 	a.early = nil
 }
 
-// handedOver returns the lease a release that handed us the lock announced,
-// when we may take it without a claim (the watchdog extends it at once): by
-// the server's clock it lasts until firstSent+lease at least. The release
-// made us a holder whatever the kind (the token, a share, a slot). Not with a
-// fence (the claim takes it), WithReplicaAck (the claim's WAIT), without the
-// watchdog (the lock keeps its TTL from the start), nor with under half that
-// lease left.
+// handedOver returns the lease a hand-over announced (until firstSent+lease
+// by the server's clock), when we may take it without a claim, whatever the
+// kind: not with a fence (the claim takes it), WithReplicaAck (its WAIT),
+// without the watchdog (the TTL holds from the start), nor with under half
+// that lease left.
 func (a *acquisition) handedOver() (time.Duration, bool) {
 	if !a.queued {
 		return 0, false

@@ -5,11 +5,9 @@ import (
 )
 
 // alarms rings what a Client times without Redis: safe deadlines, maximum
-// holds, idle rooms. Setting an alarm later than the next firing, moving
-// one later or cancelling one touches no runtime timer, so an uncontended
-// acquire + release (each deadline later than the last) costs none. Each
-// rings on a goroutine of its own: a slow one (a user's logger or
-// Observer) delays no other.
+// holds, idle rooms. Setting one after the next firing, moving one later or
+// cancelling one touches no runtime timer. Each rings on a goroutine of its
+// own: a slow one (a user's logger or Observer) delays no other.
 type alarms struct {
 	bg *background
 	timedQueue[*alarm]

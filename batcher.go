@@ -41,10 +41,8 @@ type batcher struct {
 }
 
 // maxInFlight is how many live sends of a lane may be under way before
-// commands queue. Behind a batch of several, callers queue for the next one
-// rather than go alone: at 16 goroutines a lone command's round trip took a
-// sixth of the client's CPU for one command in twenty. A batch of one (a
-// waiter's attempt) is no load: a release meanwhile goes alone.
+// commands queue. Behind a batch of several, callers queue rather than go
+// alone (a lone round trip costs CPU); behind a batch of one, they go.
 const maxInFlight = 2
 
 // maxSends bounds a lane's sends, late ones included: stalled connections
@@ -100,10 +98,9 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 }
 
 // do sends cmd, routed by key, and returns it with its reply, or, when ctx
-// ended first, a new command holding ctx's error (cmd, which a flusher may
-// still write, and its arguments are then not to be touched). With stop not
-// nil, cmd goes out from a flusher and the caller stops waiting when stop
-// closes: errClosing (in unsentError if never sent).
+// ended first, a new command with ctx's error (cmd, which a flusher may still
+// write, is then not to be touched). With stop, a flusher sends cmd and the
+// wait ends when stop closes: errClosing (in unsentError if never sent).
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
@@ -360,11 +357,9 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 }
 
 // gather lets the callers just answered queue their next commands before
-// the flusher takes the queue: woken on this flusher's P, they run when it
-// yields, so it yields while each turn brings more, at most once per caller
-// (at 16 goroutines, batches of about 8 instead of 5, a cycle 30 % cheaper).
-// Only after a batch of several: under CPU starvation a yield can wait
-// behind hundreds of goroutines, and one caller is no crowd.
+// the flusher takes the queue: it yields while each turn brings more, at
+// most once per caller (at 16 goroutines, batches of 8 instead of 5). Only
+// after a batch of several: a starved yield can wait behind hundreds.
 func (b *batcher) gather(l *lane, answered int) {
 	count := func() int { b.mu.Lock(); defer b.mu.Unlock(); return len(l.queue) }
 	queued := count()

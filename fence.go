@@ -4,19 +4,11 @@ import "context"
 
 // Fencing tokens. A lock taken with WithFencing also increments a counter,
 // in the same script, and hands the holder the new value: above every
-// earlier acquisition's of the name (a failed attempt takes none). The
-// protected resource refuses writes that carry a lower fence than the
-// highest it accepted, so a holder that lost its lock without knowing (a
-// long GC pause, a frozen VM) is harmless:
-//
-//	UPDATE settlement SET status = 'done', fence = :fence
-//	WHERE  settle_date = :date AND fence < :fence;
-//
-// The counter lives at "<lock key>:fence", without expiry (it must outlive
-// every holder). Fences never go backwards, even when it is lost or
-// restored from an older copy: the script raises a counter below the
-// server's clock (TIME, in µs) to it, so fences are about 1.8e15; this
-// holds while the servers' clocks do not step back more than an outage lasts.
+// earlier acquisition's of the name. The resource refuses what carries a
+// lower fence than the highest it accepted (the patterns, with their SQL:
+// docs/guarantees.md). The counter, "<lock key>:fence", has no expiry; a
+// counter below the server's clock (TIME, µs) is raised to it, so fences
+// never go backwards, even when the counter is lost or restored older.
 
 // lockKey is the context key under which a lock's context and
 // RunWithLock's fn context carry the *Lock.

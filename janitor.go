@@ -6,15 +6,12 @@ import (
 )
 
 // The janitor gives back, from one timed queue per Client, what a caller
-// could not: the key an acquire attempt without an answer may still take
-// (a timeout, a dead connection, a ctx that ended on the way), the place
-// in the queue of a waiter that gave up, the key of a failed Release. Each
-// is a token-checked release that also leaves the queue (lua/release.lua,
-// ARGV[4]), so it deletes only a key holding the token and passes on a
-// lock handed to a waiter that left. Rounds are one pipeline, retried with
-// a growing backoff: a sure clean-up until any reply comes, an uncertain
-// one until the key was found and deleted, each at most until its lease
-// can no longer be running.
+// could not: the key an unanswered attempt may still take, the queue place
+// of a waiter that gave up, the key of a failed Release. Each is a
+// token-checked release that also leaves the queue (lua/release.lua,
+// ARGV[4]) and passes on a lock handed to a waiter that left. Rounds are
+// one pipeline, with a growing backoff: a sure clean-up until any reply, an
+// uncertain one until the key was deleted, each until its lease is over.
 type janitor struct {
 	store store
 	timedQueue[*cleanup]
@@ -129,10 +126,9 @@ func (j *janitor) flush(ctx context.Context) {
 var leaveWait = 250 * time.Millisecond
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, before the waiter returns: a later release cannot
-// hand it the lock, held then by nobody until the hand-over lapsed. It runs
-// on a goroutine of its own (go-redis may not honour a deadline while it
-// reads), waited for at most leaveWait; the janitor retries a failure.
+// handed to it meanwhile, before the waiter returns, on a goroutine of its
+// own (go-redis may not honour a deadline while it reads), waited for at
+// most leaveWait; the janitor retries a failure.
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses

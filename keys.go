@@ -31,8 +31,7 @@ func handoffTicket(token string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// handoverTagLen: 50 random bits, so that two Clients waiting for one lock
-// share a channel about never.
+// handoverTagLen: 50 random bits: two Clients' channels all but never meet.
 const handoverTagLen = 10
 
 // waiterToken returns a queued waiter's token: its Client's tag, a dot (not

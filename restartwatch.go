@@ -12,13 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// restartWatch hears a restart or failover sooner than the next extension:
-// while locks are held, one idle pub/sub connection per go-redis client
-// stays subscribed to a silent channel. When the server closes it, the
-// watch reconnects with a short backoff, and once the server confirms the
-// subscription every member's locks are checked. Not on a Cluster or a
-// quorum (the watchdog's checks remain); a user who may not subscribe gets
-// no watch (logged at Debug).
+// restartWatch hears a restart or failover before the next extension: while
+// locks are held, an idle pub/sub connection per go-redis client listens to
+// a silent channel; when the server closes it, the watch resubscribes, then
+// checks every member's locks. Not on a Cluster or quorum; a user who may
+// not subscribe gets no watch (logged at Debug).
 type restartWatch struct {
 	rdb     redis.UniversalClient
 	channel string
