@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+	"unsafe"
+	"weak"
 )
 
 // end ends the hold with cause, once (ErrReleased, a *LostError or
@@ -55,7 +57,14 @@ func (l *hold) cancelLocked(cause error) {
 	if l.cancel != nil {
 		l.cancel(l.doneCause)
 	}
+	if done := l.done.Value(); done != nil {
+		close(*(*chan struct{})(unsafe.Pointer(&done))) // once: end ends once; see chanObject
+	}
 }
+
+// chanObject returns the object a channel value points to, for a weak
+// pointer and a cleanup: a goroutine waiting on the channel keeps it.
+func chanObject(c <-chan struct{}) *byte { return *(**byte)(unsafe.Pointer(&c)) }
 
 // onSafeDeadline runs on the alarm's own goroutine, apart from any Redis
 // call under way, so that a stalled connection cannot delay the loss.
@@ -102,12 +111,25 @@ func (l *hold) announceLoss(lost *LostError) {
 // errDropped ends the hold of a Lock dropped without Release.
 var errDropped = errors.New("redislock: lock dropped without Release")
 
-// dropped is the finalizer of a Lock unreachable while held, which the
-// watchdog would extend forever: as os.File closes a file dropped open, the
-// hold ends, it is logged at Error with where it was acquired, and the key
-// is given back in the background.
+// dropped, a Lock's finalizer: as os.File closes a file dropped open, the
+// hold ends, logged at Error, and the key is given back in the background.
+// A goroutine may still wait on the Done channel alone: the hold keeps it
+// weakly (see cancelLocked) and ends when it is unreachable too.
 func (l *Lock) dropped() {
 	h := l.h
+	h.mu.Lock()
+	if h.ctx != nil && h.ended == nil && h.releasing == releaseNone {
+		done := chanObject(h.ctx.Done())
+		h.done, h.ctx, h.cancel = weak.Make(done), nil, nil
+		h.mu.Unlock()
+		runtime.AddCleanup(done, (*hold).dropped, h)
+		return
+	}
+	h.mu.Unlock()
+	h.dropped()
+}
+
+func (h *hold) dropped() {
 	h.mu.Lock()
 	mine := h.releasing == releaseNone && h.ended == nil
 	if mine {

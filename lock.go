@@ -16,8 +16,9 @@ import (
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
 // goroutine that acquired it, and must not be copied. Release it when
 // done: a Lock that becomes unreachable while held is released by the Client
-// and logged at Error. Its Context, and what hangs on it (a child context not
-// cancelled, an AfterFunc not stopped), keep it.
+// and logged at Error. Its Context, what hangs on it (a child context not
+// cancelled, an AfterFunc not stopped), and a goroutine waiting on its
+// Done channel keep it.
 type Lock struct {
 	h *hold
 	// ctx is the context Context returned last, held weakly: a Lock must
@@ -65,7 +66,8 @@ type hold struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	doneCause error
-	caller    uintptr // where the lock was acquired, for the log of a dropped Lock
+	done      weak.Pointer[byte] // the Done channel of a dropped Lock's context (see dropped)
+	caller    uintptr            // where the lock was acquired, for the log of a dropped Lock
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends

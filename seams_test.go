@@ -347,6 +347,51 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 			close(stop) // the goroutine lets the context go
 			requireReleasedOnceUnreachable("watched")
 		})
+
+		// A goroutine that waits on the Done channel alone (neither the Lock
+		// nor its context is reachable from it once it waits) keeps the
+		// Lock as well: released once the channel goes, and the channel
+		// still closes when the hold ends (here its Client closes).
+		waitOnDone := func(t *testing.T, c *redislock.Client, name string, stop chan struct{}) (returned chan struct{}) {
+			waiting, returned := make(chan struct{}), make(chan struct{})
+			func() {
+				l, err := c.Acquire(ctx, name)
+				require.NoError(t, err)
+				done := l.Context().Done()
+				go func() {
+					defer close(returned)
+					close(waiting)
+					select {
+					case <-done:
+					case <-stop:
+					}
+				}()
+			}()
+			<-waiting
+			for range 5 {
+				runtime.GC()
+			}
+			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{"+name+"}").Val(), "released while a goroutine waits on its Done channel")
+				require.Empty(t, returned, "its Done channel closed while held")
+				runtime.GC()
+			}
+			return returned
+		}
+		t.Run("kept while a goroutine waits on its Done channel", func(t *testing.T) {
+			stop := make(chan struct{})
+			returned := waitOnDone(t, c, "done-only", stop)
+			close(stop) // the goroutine lets the channel go
+			<-returned
+			requireReleasedOnceUnreachable("done-only")
+		})
+		t.Run("a Done channel waited on alone closes when the hold ends", func(t *testing.T) {
+			closing := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Minute))
+			returned := waitOnDone(t, closing, "done-closed", nil)
+			require.NoError(t, closing.Close(ctx))
+			<-returned
+			require.Zero(t, b.rdb.Exists(ctx, "lock:{done-closed}").Val(), "Close released it")
+		})
 	})
 }
 
