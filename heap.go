@@ -65,11 +65,10 @@ func (h *timeHeap[T]) Pop() any {
 	return item
 }
 
-// timedQueue is the one timed queue behind a Client's watchdog, alarms and
-// janitor: items due at a time, taken in rounds by one lazyTimer. A round
-// hands everything due (or within slack) to run, without the mutex, until
-// nothing is due; then the timer is set for the next item, or stopped, so
-// no goroutine runs between rounds. Its owner embeds it and uses its mu.
+// timedQueue is the timed queue behind a Client's watchdog, alarms and
+// janitor: a round hands everything due (or within slack) to run, without
+// the mutex, until nothing is due; then one lazyTimer is set for the next
+// item, or stopped. Its owner embeds it and uses its mu.
 type timedQueue[T any] struct {
 	mu    sync.Mutex
 	items timeHeap[T]

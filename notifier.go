@@ -11,9 +11,8 @@ import (
 )
 
 // notifier shares one pub/sub connection among a Client's rooms (on a
-// cluster, a sharded subscription per room). Subscribing only records what
-// is wanted; the notifier's goroutines do the I/O, so a stalled connection
-// stalls no waiter.
+// cluster, one sharded subscription per room); its goroutines do the I/O,
+// so a stalled connection stalls no waiter.
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool

@@ -396,13 +396,12 @@ func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	return att.landed
 }
 
-// landed handles the answer of an acquire call past its per-node timeout:
-// a key taken for an attempt that failed, or a lock released since, is
-// given back on that node. That cannot delete a key another attempt counts
-// on: a release marks the attempt released (under q.mu) before it sends
-// its deletes, so either this sees the mark and deletes after the late
-// SET, or the release's delete follows that SET; and a later attempt with
-// the same token found our key there, so it did not count this node.
+// landed handles an acquire answer past its per-node timeout: a key taken
+// for a failed attempt, or a lock released since, is given back on that
+// node. No key another attempt counts on: a release marks the attempt
+// (under q.mu) before its deletes, so this sees the mark and deletes after
+// the late SET, or the release's delete follows it; and a later attempt
+// with the same token found our key there, so it did not count this node.
 func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++

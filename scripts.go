@@ -6,9 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts live in lua/*.lua, each with a header giving its KEYS,
-// ARGV and replies, wrapped once here; redis.Script.Run falls back from
-// EVALSHA to EVAL after NOSCRIPT (a restart, SCRIPT FLUSH): no loading step.
+// The Lua scripts, lua/*.lua, each with a header giving KEYS, ARGV and
+// replies; EVALSHA falls back to EVAL after NOSCRIPT: no loading step.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS

@@ -5,11 +5,9 @@ import (
 	"time"
 )
 
-// Know the server you lock on: on a Client's first lock, one best-effort
-// look at the settings that can make two holders without any failure of
-// ours. Only eviction for now: under maxmemory, a policy other than
-// noeviction removes lock keys (they carry a TTL), letting a second holder
-// in. A user who may not read the config gets no warning (Debug only).
+// On a Client's first lock, one best-effort look at settings that make two
+// holders: under maxmemory, a policy other than noeviction removes lock
+// keys (they carry a TTL). A user who may not read the config: Debug only.
 
 type serverChecker interface {
 	// evictionPolicy returns maxmemory and maxmemory-policy.

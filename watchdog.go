@@ -9,11 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scheduler is the watchdog: one per Client, it extends the Client's locks
-// in the rounds of its timedQueue, a lock joining a round a quarter of its
-// interval early (harmless), one pipeline per round trip. It never signals
-// a loss by timing: safe deadlines ring on alarms of their own, so a batch
-// stuck on a stalled connection delays no loss signal.
+// scheduler is the watchdog: it extends a Client's locks in rounds (a lock
+// joins up to a quarter of its interval early), one pipeline per round
+// trip. Losses ring on alarms, not here: a stalled batch delays none.
 type scheduler struct {
 	store store
 	// timedQueue: the held locks by next extension; its mu guards the scheduler.
