@@ -1,17 +1,22 @@
 package redislock
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
-// lazyTimer is a runtime timer that is only ever moved earlier: the owner
-// of many deadlines touches it only when the earliest moves earlier (a
-// timer added or moved earlier may wake an idle thread, on a small machine
-// often the Redis server's core). Its owner's mutex guards it.
+// lazyTimer is a runtime timer only ever moved earlier (moving one earlier
+// may wake an idle thread, on a small machine often the Redis server's
+// core). Its owner's mutex guards it.
 type lazyTimer struct {
-	fire   func()      // what the timer calls
-	timer  *time.Timer // created by the first arm
-	armed  time.Time   // when timer is set to fire; zero: not set
-	closed bool        // the owner is closed (Client.Close): arm does nothing
+	fire   func()                  // what the timer calls
+	timer  *time.Timer             // created by the first arm
+	calls  *atomic.Pointer[func()] // &fire, or noFire once stopped: a stopped timer the runtime keeps keeps no owner
+	armed  time.Time               // when timer is set to fire; zero: not set
+	closed bool                    // the owner is closed (Client.Close): arm does nothing
 }
+
+var noFire = func() {}
 
 // arm makes the timer fire at at, unless it fires at or before at anyway.
 func (t *lazyTimer) arm(at time.Time) {
@@ -20,9 +25,10 @@ func (t *lazyTimer) arm(at time.Time) {
 	}
 	t.armed = at
 	if t.timer == nil {
-		t.timer = time.AfterFunc(time.Until(at), t.fire)
-		return
+		calls := &atomic.Pointer[func()]{}
+		t.calls, t.timer = calls, time.AfterFunc(time.Hour, func() { (*calls.Load())() }) // Reset below
 	}
+	t.calls.Store(&t.fire)
 	t.timer.Reset(time.Until(at))
 }
 
@@ -33,6 +39,7 @@ func (t *lazyTimer) fired() { t.armed = time.Time{} }
 func (t *lazyTimer) stop() {
 	if t.timer != nil && !t.armed.IsZero() {
 		t.timer.Stop()
+		t.calls.Store(&noFire)
 		t.armed = time.Time{}
 	}
 }
@@ -40,6 +47,7 @@ func (t *lazyTimer) stop() {
 func (t *lazyTimer) close() {
 	if t.timer != nil {
 		t.timer.Stop()
+		t.calls.Store(&noFire)
 	}
 	t.armed, t.closed = time.Time{}, true
 }
