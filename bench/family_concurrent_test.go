@@ -104,7 +104,7 @@ func serverWorkRun(b *testing.B, admin *redis.Client, c cycler, addr string, gor
 	for range goroutines {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				if err := cycle(ctx, "serverwork:"+c.name+":"+strconv.FormatInt(i, 10)); err != nil {
+				if err := cycle(ctx, fmt.Sprintf("serverwork:%s:%d:%d", c.name, goroutines, i)); err != nil {
 					b.Error(err)
 					return
 				}
