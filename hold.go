@@ -59,6 +59,7 @@ func (l *hold) cancelLocked(cause error) {
 	}
 	if done := l.done.Value(); done != nil {
 		close(*(*chan struct{})(unsafe.Pointer(&done))) // once: end ends once; see chanObject
+		l.doneCleanup.Stop()                            // a channel kept after the end keeps no Client
 	}
 }
 
@@ -121,8 +122,8 @@ func (l *Lock) dropped() {
 	if h.ctx != nil && h.ended == nil && h.releasing == releaseNone {
 		done := chanObject(h.ctx.Done())
 		h.done, h.ctx, h.cancel = weak.Make(done), nil, nil
+		h.doneCleanup = runtime.AddCleanup(done, (*hold).dropped, h)
 		h.mu.Unlock()
-		runtime.AddCleanup(done, (*hold).dropped, h)
 		return
 	}
 	h.mu.Unlock()

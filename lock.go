@@ -62,12 +62,13 @@ type hold struct {
 	releasing int // releaseNone, releaseSending or releaseDone (see hold.release)
 	// The lock's context, made on first use; doneCause, once set, is the
 	// cause it is (or will be) cancelled with. It carries no Lock.
-	parent    context.Context
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	doneCause error
-	done      weak.Pointer[byte] // the Done channel of a dropped Lock's context (see dropped)
-	caller    uintptr            // where the lock was acquired, for the log of a dropped Lock
+	parent      context.Context
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
+	doneCause   error
+	done        weak.Pointer[byte] // the Done channel of a dropped Lock's context (see dropped)
+	doneCleanup runtime.Cleanup    // ends the hold when done is unreachable
+	caller      uintptr            // where the lock was acquired, for the log of a dropped Lock
 
 	watch watchState // guarded by client.watchdog.mu
 	room  *waitRoom  // this Client's waiters for the lock; handed on when the hold ends

@@ -36,18 +36,13 @@ func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
 // stop stops the timer when nothing is left to time: a set timer keeps its
 // owner, and the Client, alive until it fires.
+// (Also when not armed: a firing that ran late may have left it set.)
 func (t *lazyTimer) stop() {
-	if t.timer != nil && !t.armed.IsZero() {
-		t.timer.Stop()
-		t.calls.Store(&noFire)
-		t.armed = time.Time{}
-	}
-}
-
-func (t *lazyTimer) close() {
 	if t.timer != nil {
 		t.timer.Stop()
 		t.calls.Store(&noFire)
 	}
-	t.armed, t.closed = time.Time{}, true
+	t.armed = time.Time{}
 }
+
+func (t *lazyTimer) close() { t.stop(); t.closed = true }
