@@ -27,6 +27,15 @@ func SetLeaveWait(d time.Duration) (restore func()) {
 	return func() { leaveWait = old }
 }
 
+// SetQueueRefresh sets how often a queued waiter that nothing wakes comes
+// back (queueRefresh), until restore: a test that proves a waiter is woken
+// puts it out of reach. Not for parallel tests.
+func SetQueueRefresh(d time.Duration) (restore func()) {
+	old := queueRefresh
+	queueRefresh = d
+	return func() { queueRefresh = old }
+}
+
 // GiveBackShared runs the shared release script for token as a shared
 // waiter that gives up does (see janitor): what its Client would send.
 func GiveBackShared(ctx context.Context, rdb redis.UniversalClient, key, token string) error {

@@ -85,14 +85,14 @@ const (
 	// queueHold: how long a waiter's place lasts after its last attempt, so
 	// that a waiter gone unheard (crashed) drops out.
 	queueHold = 1500 * time.Millisecond
-	// queueRefresh: how often a queued waiter that nothing wakes comes back.
-	queueRefresh = queueHold / 3
 	// handoffClaim: how long a lock handed to a waiter is kept for it (at
 	// most the releaser's TTL); if the waiter is gone, it is free after that.
 	handoffClaim = time.Second
 )
 
 var (
+	// queueRefresh: how often a queued waiter that nothing wakes comes back (a var for tests).
+	queueRefresh       = queueHold / 3
 	queueHoldArg   any = queueHold.Milliseconds()
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
