@@ -28,6 +28,9 @@ type lockContext struct {
 	l *Lock
 }
 
+// Done marks that someone may wait on the channel (see dropped).
+func (c *lockContext) Done() <-chan struct{} { c.l.h.doneAsked.Store(true); return c.Context.Done() }
+
 func (c *lockContext) Value(key any) any {
 	if key == (lockKey{}) {
 		return c.l

@@ -114,12 +114,12 @@ var errDropped = errors.New("redislock: lock dropped without Release")
 
 // dropped, a Lock's finalizer: as os.File closes a file dropped open, the
 // hold ends, logged at Error, and the key is given back in the background.
-// A goroutine may still wait on the Done channel alone: the hold keeps it
-// weakly (see cancelLocked) and ends when it is unreachable too.
+// If its Done channel was asked for, a goroutine may still wait on it alone:
+// the hold keeps it weakly (see cancelLocked), ends when it is unreachable too.
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()
-	if h.ctx != nil && h.ended == nil && h.releasing == releaseNone {
+	if h.ctx != nil && h.doneAsked.Load() && h.ended == nil && h.releasing == releaseNone {
 		done := chanObject(h.ctx.Done())
 		h.done, h.ctx, h.cancel = weak.Make(done), nil, nil
 		h.doneCleanup = runtime.AddCleanup(done, (*hold).dropped, h)

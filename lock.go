@@ -66,6 +66,7 @@ type hold struct {
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
 	doneCause   error
+	doneAsked   atomic.Bool        // the Lock's context was asked for its Done channel
 	done        weak.Pointer[byte] // the Done channel of a dropped Lock's context (see dropped)
 	doneCleanup runtime.Cleanup    // ends the hold when done is unreachable
 	caller      uintptr            // where the lock was acquired, for the log of a dropped Lock

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -316,6 +317,20 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 			require.Contains(t, line, "held_for=")
 			require.Contains(t, line, "acquired_at=")
 			require.Contains(t, line, "seams_test.go:", "where it was acquired")
+		})
+
+		// A Lock whose Context was made, but whose Done channel nobody
+		// asked for, goes after one collection, as one without a Context.
+		t.Run("dropped with its context, after one collection", func(t *testing.T) {
+			func() {
+				l, err := c.Acquire(ctx, "dropped-ctx")
+				require.NoError(t, err)
+				require.NoError(t, l.Context().Err())
+			}()
+			defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection but this one
+			runtime.GC()
+			eventually(t, 5*time.Second, func() bool { return b.rdb.Exists(ctx, "lock:{dropped-ctx}").Val() == 0 },
+				"still held after the collection that found it dropped")
 		})
 
 		t.Run("kept while its context is referenced", func(t *testing.T) {

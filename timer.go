@@ -34,9 +34,8 @@ func (t *lazyTimer) arm(at time.Time) {
 
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
 
-// stop stops the timer when nothing is left to time: a set timer keeps its
-// owner, and the Client, alive until it fires.
-// (Also when not armed: a firing that ran late may have left it set.)
+// stop stops the timer, also when not marked armed (a late firing may have
+// set it): a set timer keeps its owner, and the Client, alive until it fires.
 func (t *lazyTimer) stop() {
 	if t.timer != nil {
 		t.timer.Stop()
