@@ -69,7 +69,7 @@ func (c *Client) Close(ctx context.Context) error {
 	return join(err, c.wait(ctx, watchDone))
 }
 
-// wait waits, within ctx, for the Client's timers' goroutines and its restart watch (commands under way were awaited before the janitor's last round).
+// wait waits, within ctx, for the timers' goroutines and the restart watch.
 func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 	for _, step := range []struct {
 		what string

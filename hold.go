@@ -119,7 +119,7 @@ var errDropped = errors.New("redislock: lock dropped without Release")
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()
-	if h.ctx != nil && h.doneAsked.Load() && h.ended == nil && h.releasing == releaseNone {
+	if h.doneAsked.Load() && h.ended == nil && h.releasing == releaseNone { // asked: h.ctx was made
 		done := chanObject(h.ctx.Done())
 		h.done, h.ctx, h.cancel = weak.Make(done), nil, nil
 		h.doneCleanup = runtime.AddCleanup(done, (*hold).dropped, h)

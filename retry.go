@@ -6,9 +6,9 @@ import (
 )
 
 // A RetryStrategy says how long to wait between attempts to acquire a lock
-// someone else holds. It keeps no state across calls, so one value may be
-// shared by goroutines. A waiter never sleeps past its context's deadline,
-// nor longer than MaxWaitWithoutDeadline in all without one.
+// someone else holds; stateless, one value may be shared by goroutines. A
+// waiter never sleeps past the holder's lease end or its ctx's deadline (and
+// without one, not longer than MaxWaitWithoutDeadline in all).
 type RetryStrategy interface {
 	// NextBackoff returns the wait before retry number attempt (1 for the
 	// first retry, after the first failed attempt), or false to give up.
