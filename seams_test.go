@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -336,9 +337,11 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 		t.Run("kept while its context is referenced", func(t *testing.T) {
 			stop := make(chan struct{})
 			watching := make(chan struct{})
+			var lock weak.Pointer[redislock.Lock]
 			func() {
 				l, err := c.AcquireShared(ctx, "watched")
 				require.NoError(t, err)
+				lock = weak.Make(l)
 				lockCtx := l.Context()
 				go func() {
 					close(watching)
@@ -354,12 +357,9 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 			for range 5 {
 				runtime.GC()
 			}
-			// Not released: polled for a while, as a finalizer runs
-			// after the collection that found its object unreachable.
-			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-				require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{watched}").Val(), "released while its context is referenced")
-				runtime.GC()
-			}
+			// Still reachable after full collections, so never finalized.
+			require.NotNil(t, lock.Value(), "the Lock was collected while its context is referenced")
+			require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{watched}").Val(), "released while its context is referenced")
 			close(stop) // the goroutine lets the context go
 			requireReleasedOnceUnreachable("watched")
 		})
@@ -370,10 +370,16 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 		// still closes when the hold ends (here its Client closes).
 		waitOnDone := func(t *testing.T, c *redislock.Client, name string, stop chan struct{}) (returned chan struct{}) {
 			waiting, returned := make(chan struct{}), make(chan struct{})
+			var done, finalized <-chan struct{}
 			func() {
 				l, err := c.Acquire(ctx, name)
 				require.NoError(t, err)
-				done := l.Context().Done()
+				done = l.Context().Done()
+				// A cleanup on an object with a finalizer runs only once
+				// the finalizer has run (runtime.AddCleanup).
+				signal := make(chan struct{})
+				runtime.AddCleanup(l, func(ch chan struct{}) { close(ch) }, signal)
+				finalized = signal
 				go func() {
 					defer close(returned)
 					close(waiting)
@@ -384,18 +390,23 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 				}()
 			}()
 			<-waiting
-			for range 5 {
-				runtime.GC()
-			}
-			for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-				require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{"+name+"}").Val(), "released while a goroutine waits on its Done channel")
+			deadline := time.Now().Add(10 * time.Second)
+			for isFinalized := false; !isFinalized; {
 				select {
-				case <-returned:
-					t.Fatal("its Done channel closed while held")
-				default:
+				case <-finalized:
+					isFinalized = true
+				case <-time.After(time.Millisecond): // between collections
+					require.True(t, time.Now().Before(deadline), "the dropped Lock was never finalized")
+					runtime.GC()
 				}
-				runtime.GC()
 			}
+			// The finalizer has run: ending the hold would have closed done in it.
+			select {
+			case <-done:
+				t.Fatal("its Done channel closed while a goroutine waits on it: the hold ended")
+			default:
+			}
+			require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{"+name+"}").Val(), "released while a goroutine waits on its Done channel")
 			return returned
 		}
 		t.Run("kept while a goroutine waits on its Done channel", func(t *testing.T) {
