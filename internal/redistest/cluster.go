@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,18 +28,22 @@ type Cluster struct {
 // every node reports cluster_state:ok and agrees on the owner of every slot.
 // The nodes are stopped in t.Cleanup. It skips (or fails, with
 // REDISLOCK_REQUIRE_REDIS set) when redis-server or redis-cli is missing.
-func StartCluster(t testing.TB) *Cluster {
+// extra goes to every node's redis-server after the defaults, which it
+// overrides (the last of a setting wins): "--cluster-node-timeout", "1000"
+// has a dead primary's replica promoted about twice as fast as the 2000 ms
+// default.
+func StartCluster(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
 	cli := Binary(t, "redis-cli")
 	c := &Cluster{}
 	for range 6 {
 		dir := t.TempDir()
-		c.Nodes = append(c.Nodes, Start(t,
+		c.Nodes = append(c.Nodes, Start(t, append([]string{
 			"--dir", dir,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "2000",
-		))
+		}, extra...)...))
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range c.Nodes {
@@ -147,15 +152,24 @@ type ClusterNode struct {
 	ID      string
 	Addr    string // host:port
 	Primary bool
+	Of      string   // a replica's primary (its ID); "-" for a primary
 	Slots   [][2]int // owned slot ranges, inclusive; primaries only
+	Failed  bool     // flagged fail by the node asked (not merely suspected: fail?)
 }
 
-// Topology returns the cluster as the node at Nodes[0] sees it.
+// Topology returns the cluster as the first node that answers sees it.
 func (c *Cluster) Topology(t testing.TB) []ClusterNode {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: c.Nodes[0].Addr()})
-	defer rdb.Close()
-	out, err := rdb.ClusterNodes(context.Background()).Result()
+	var out string
+	var err error
+	for _, n := range c.Nodes {
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialerRetries: 1})
+		out, err = rdb.ClusterNodes(context.Background()).Result()
+		_ = rdb.Close()
+		if err == nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("CLUSTER NODES: %v", err)
 	}
@@ -170,6 +184,8 @@ func (c *Cluster) Topology(t testing.TB) []ClusterNode {
 			ID:      fields[0],
 			Addr:    strings.SplitN(fields[1], "@", 2)[0],
 			Primary: strings.Contains(fields[2], "master"),
+			Of:      fields[3],
+			Failed:  slices.Contains(strings.Split(fields[2], ","), "fail"),
 		}
 		for _, slot := range fields[8:] {
 			if strings.HasPrefix(slot, "[") { // a slot being migrated or imported
@@ -191,12 +207,25 @@ func (c *Cluster) Topology(t testing.TB) []ClusterNode {
 	return nodes
 }
 
-// Primaries returns the primaries, each with the slots it owns.
+// Server returns the node listening on addr (nil when none is).
+func (c *Cluster) Server(addr string) *Server {
+	for _, n := range c.Nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// Primaries returns the primaries that own slots and are not flagged
+// fail, each with its slots. (A node just made a replica may still be
+// listed as a primary, without slots, until the news reaches the node
+// asked; a dead one is flagged fail.)
 func (c *Cluster) Primaries(t testing.TB) []ClusterNode {
 	t.Helper()
 	var primaries []ClusterNode
 	for _, n := range c.Topology(t) {
-		if n.Primary {
+		if n.Primary && !n.Failed && len(n.Slots) > 0 {
 			primaries = append(primaries, n)
 		}
 	}

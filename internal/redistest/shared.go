@@ -31,7 +31,7 @@ var shared struct {
 // for t alone until t ends, with every key of the previous user gone.
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
-	return takeShared(t, &shared.clusterTurn, &shared.cluster, StartCluster, func(c *Cluster) []string {
+	return takeShared(t, &shared.clusterTurn, &shared.cluster, func(t testing.TB) *Cluster { return StartCluster(t) }, func(c *Cluster) []string {
 		c.WaitHealthy(t)
 		var addrs []string
 		for _, p := range c.Primaries(t) {
