@@ -208,10 +208,7 @@ func (b *batcher) lane(ctx context.Context, key string) *lane {
 	if b.cluster == nil {
 		return &b.one
 	}
-	addr := ""
-	if node, err := b.cluster.MasterForKey(ctx, key); err == nil {
-		addr = node.Options().Addr
-	} // else: go-redis reports the error when it sends; queue with the rest
+	addr := nodeOf(ctx, b.cluster, key) // "" unknown: go-redis reports the error when it sends
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lanes[addr]

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -292,14 +293,16 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 	return shortest, nil
 }
 
-// abandonWithMulti is abandon when some refs are multi locks (one by one).
+// abandonWithMulti is abandon when some refs are multi locks: each on its
+// own, at once with the others, since it may span nodes (see eachNode).
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
 	var at []int
+	var wg sync.WaitGroup
 	for i, ref := range refs {
 		if ref.multi != nil {
-			replies[i], errs[i] = s.releaseMulti(ctx, ref, len(ref.multi.groups))
+			wg.Go(func() { replies[i], errs[i] = s.releaseMulti(ctx, ref, len(ref.multi.groups)) })
 			continue
 		}
 		singles, at = append(singles, ref), append(at, i)
@@ -310,6 +313,7 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 			replies[i], errs[i] = r[j], e[j]
 		}
 	}
+	wg.Wait()
 	return replies, errs
 }
 

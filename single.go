@@ -250,13 +250,19 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
-// abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one pipeline.
+// abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one
+// pipeline per node (see eachNode).
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	for _, ref := range refs {
 		if ref.multi != nil {
 			return s.abandonWithMulti(ctx, refs)
 		}
 	}
+	return s.eachNode(refs, func(refs []*lockRef) ([]int64, []error) { return s.abandonOn(ctx, refs) })
+}
+
+// abandonOn is abandon for refs on one node.
+func (s singleStore) abandonOn(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	cmds := make([]*redis.Cmd, len(refs))
 	args := make([][]any, len(refs))
 	pipe := s.rdb.Pipeline()
@@ -382,8 +388,8 @@ func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
 	return nil
 }
 
-// extendBatch extends many locks in one pipeline (EVAL after NOSCRIPT); those
-// with WithReplicaAck and multi locks go one by one.
+// extendBatch extends many locks, on one node, in one pipeline (EVAL after
+// NOSCRIPT); those with WithReplicaAck and multi locks go one by one.
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))

@@ -11,9 +11,13 @@ import (
 
 // scheduler is the watchdog: it extends a Client's locks in rounds (a lock
 // joins up to a quarter of its interval early), one pipeline per round
-// trip. Losses ring on alarms, not here: a stalled batch delays none.
+// trip; on a Cluster one per node, each on a goroutine of its own and
+// handled as it is answered, so that a node that does not answer delays
+// neither the others' nor the next rounds. Losses ring on alarms, not here:
+// a stalled batch delays none.
 type scheduler struct {
 	store store
+	bg    *background // the per-node round trips run in it
 	// timedQueue: the held locks by next extension; its mu guards the scheduler.
 	timedQueue[*hold]
 	// watchRDB: the go-redis client whose restart watch it joins while it
@@ -22,16 +26,24 @@ type scheduler struct {
 	watchOpts *options
 	watch     *restartWatch
 	watching  bool // a member of watch, since locks were held for watchDelay (timedQueue.also)
-	// failing: the last batch could not reach Redis (see noteReachability).
-	failing bool
+	// failing: the nodes whose last batch could not reach Redis (see
+	// noteReachability); "" for all when not a Cluster.
+	failing map[string]bool
+	// inFlight: a Cluster's per-node round trips under way; their locks are
+	// out of the queue, which is not idle for that.
+	inFlight int
 }
 
 func newScheduler(s store, bg *background) *scheduler {
-	sc := &scheduler{store: s}
+	sc := &scheduler{store: s, bg: bg, failing: map[string]bool{}}
 	sc.init(bg, func(l *hold) time.Time { return l.watch.due }, func(l *hold) *int { return &l.watch.index }, sc.extend)
 	sc.slack = func(l *hold) time.Duration { return l.watch.slack }
 	sc.beforeRounds = sc.joinWatchLocked
-	sc.idle = sc.leaveWatchLocked
+	sc.idle = func() {
+		if sc.inFlight == 0 {
+			sc.leaveWatchLocked()
+		}
+	}
 	return sc
 }
 
@@ -111,9 +123,13 @@ type extendRequest struct {
 	err      error
 }
 
-// batchExtender extends many locks in one round trip (without it: concurrently).
+// batchExtender extends many locks in one round trip per node (without it:
+// concurrently, one by one).
 type batchExtender interface {
+	// extendBatch extends reqs, which go to one node.
 	extendBatch(ctx context.Context, reqs []extendRequest)
+	// node names the node of key (see nodeOf).
+	node(key string) string
 }
 
 func (s *scheduler) extend(batch []*hold) {
@@ -133,6 +149,43 @@ func (s *scheduler) extend(batch []*hold) {
 	if len(ready) == 0 {
 		return
 	}
+	b, ok := s.store.(batchExtender)
+	if !ok || !s.store.slotted() {
+		s.extendOn("", ready)
+		return
+	}
+	groups := map[string][]*hold{}
+	for _, l := range ready {
+		node := "multi " + l.ref.key // a multi lock may span nodes: on its own
+		if l.ref.multi == nil {
+			node = b.node(l.ref.key)
+		}
+		groups[node] = append(groups[node], l)
+	}
+	for node, group := range groups {
+		if !s.bg.enter() { // Close has begun: no new goroutine
+			s.extendOn(node, group)
+			continue
+		}
+		s.mu.Lock()
+		s.inFlight++
+		s.mu.Unlock()
+		go func() {
+			defer s.bg.exit()
+			s.extendOn(node, group)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.inFlight--; s.items.Len() == 0 && !s.busy {
+				s.idle()
+			}
+		}()
+	}
+}
+
+// extendOn extends ready, whose locks are on node, in one round trip
+// bounded by the earliest safe deadline among them, and schedules each
+// lock's next extension or retry.
+func (s *scheduler) extendOn(node string, ready []*hold) {
 	reqs := make([]extendRequest, len(ready))
 	intervals := make([]time.Duration, len(ready))
 	deadline := time.Time{}
@@ -163,7 +216,7 @@ func (s *scheduler) extend(batch []*hold) {
 	}
 	cancel()
 	latency := time.Since(sent)
-	s.noteReachability(reqs)
+	s.noteReachability(node, reqs)
 	for i, l := range ready {
 		err := l.recordExtension(sent, latency, reqs[i].ttl, reqs[i].reply, reqs[i].err, true)
 		l.doneExtending()
@@ -189,7 +242,7 @@ func (s *scheduler) extend(batch []*hold) {
 // noteReachability has every held lock checked at once when a batch shows
 // that the server restarted, failed over or lost data: a key found gone (the
 // other locks likely are too), or Redis answering after a failed batch.
-func (s *scheduler) noteReachability(reqs []extendRequest) {
+func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
 	failed, gone := false, false
 	for _, r := range reqs {
 		switch {
@@ -200,8 +253,12 @@ func (s *scheduler) noteReachability(reqs []extendRequest) {
 		}
 	}
 	s.mu.Lock()
-	back := s.failing && !failed
-	s.failing = failed
+	back := s.failing[node] && !failed
+	if failed {
+		s.failing[node] = true
+	} else {
+		delete(s.failing, node)
+	}
 	s.mu.Unlock()
 	if gone || back {
 		s.lookAtAll()
