@@ -97,7 +97,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	}
 	applyOptions(&o, opts)
 	closing := make(chan struct{})
-	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb), closing: closing}
+	store := singleStore{rdb: rdb, scripted: new(atomic.Bool), batch: newBatcher(rdb), closing: closing, slots: newSlotMap(rdb)}
 	c := newClient(store, rdb, store.publishCommand(), o, closing)
 	store.cleaner = c.cleaner
 	c.store = store

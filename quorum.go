@@ -60,7 +60,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 				label += " (" + addr + ")"
 			}
 		}
-		q.nodes[i] = quorumNode{singleStore: singleStore{rdb: rdb}, label: label}
+		q.nodes[i] = quorumNode{singleStore: singleStore{rdb: rdb, slots: newSlotMap(rdb)}, label: label}
 	}
 	o := defaultOptions()
 	applyOptions(&o, opts)

@@ -21,19 +21,22 @@ type singleStore struct {
 	batch    *batcher        // shares round trips among callers; nil on a quorum's nodes
 	closing  <-chan struct{} // Client.Close: a waiter stops waiting for its attempt (see send)
 	cleaner  *janitor        // the Client's: what a multi attempt cannot give back at once
+	slots    *slotMap        // a Cluster's: reloads the slot map when a reply says it is stale
 }
 
 // send sends cmd through the batcher, if any. A waiter's command goes out from
 // the batcher's goroutine, so that the waiter stops waiting when Close begins.
 func (s singleStore) send(ctx context.Context, key string, cmd *redis.Cmd, waiting bool) *redis.Cmd {
-	if s.batch == nil {
+	switch {
+	case s.batch == nil:
 		_ = s.rdb.Process(ctx, cmd)
-		return cmd
+	case waiting:
+		cmd = s.batch.do(ctx, key, cmd, s.closing)
+	default:
+		cmd = s.batch.do(ctx, key, cmd, nil)
 	}
-	if waiting {
-		return s.batch.do(ctx, key, cmd, s.closing)
-	}
-	return s.batch.do(ctx, key, cmd, nil)
+	s.slots.note(cmd.Err())
+	return cmd
 }
 
 // publishCommand announces releases: SPUBLISH on a cluster (on the lock's node).
@@ -197,6 +200,7 @@ func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error)
 	script, keys := extendCommand(&r)
 	cmd, ackErr := runScript(ctx, s.rdb, r.opts, script, keys, r.token, r.ttl.Milliseconds())
 	reply, err := cmd.Int64()
+	s.slots.note(err)
 	if err == nil && reply == replyDone && ackErr != nil {
 		err = ackErr // extended on the primary only: not confirmed
 	}
@@ -236,7 +240,8 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 	_ = pipe.Process(ctx, rel)
 	_ = pipe.Process(ctx, acq)
 	sent := time.Now()
-	_, _ = pipe.Exec(ctx)
+	_, err := pipe.Exec(ctx)
+	s.slots.note(err)
 	if err := rel.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isTryAgain(err)) {
 		// The script cache was flushed (both failed) or the slot is
 		// migrating: release the long way; the waiter makes its own attempt.
@@ -272,14 +277,16 @@ func (s singleStore) abandonOn(ctx context.Context, refs []*lockRef) ([]int64, [
 		cmds[i].SetFirstKeyPos(3)
 		_ = pipe.Process(ctx, cmds[i])
 	}
+	var err error
 	if len(refs) == 1 {
 		// One command goes on the main pool: go-redis dials pipeline
 		// connections on demand, and a Close that gives back one lock (a
 		// leader's) should hand it over in a round trip, not a dial.
-		_ = s.rdb.Process(ctx, cmds[0])
+		err = s.rdb.Process(ctx, cmds[0])
 	} else {
-		_, _ = pipe.Exec(ctx) // errors are read per command
+		_, err = pipe.Exec(ctx) // errors are read per command
 	}
+	s.slots.note(err)
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	for i, cmd := range cmds {
 		replies[i], errs[i] = cmd.Int64()
@@ -401,7 +408,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		cmds[i] = script.EvalSha(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
 	}
 	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx) // errors are read per command
+		_, err := pipe.Exec(ctx) // errors are read per command
+		s.slots.note(err)
 	}
 	var retry []int
 	for i, cmd := range cmds {

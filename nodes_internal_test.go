@@ -1,0 +1,84 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWhichErrorsReloadTheSlotMap: a node that refuses connections, times
+// out, cuts the connection, or answers CLUSTERDOWN, MOVED or READONLY says
+// the slot map may be stale; a reply about the lock or the script, or a
+// command that never left the queue, says nothing of where the slot is.
+func TestWhichErrorsReloadTheSlotMap(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, err := range []error{
+		refused,
+		fmt.Errorf("redislock: extend %q: %w", "job", refused),
+		context.DeadlineExceeded, // a SIGSTOPped node only times out
+		&onItsWay{cause: context.DeadlineExceeded},
+		&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET},
+		io.EOF,
+		errors.New("CLUSTERDOWN The cluster is down"),
+		errors.New("MOVED 3999 127.0.0.1:6381"),
+		errors.New("READONLY You can't write against a read only replica."),
+	} {
+		require.True(t, staleMap(err), "%v", err)
+	}
+	for _, err := range []error{
+		unsentError{context.DeadlineExceeded},
+		context.Canceled,
+		errors.New("NOSCRIPT No matching script"),
+		errors.New("TRYAGAIN Multiple keys request during rehashing of slot"),
+		errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"),
+		errors.New("ERR Error running script"),
+	} {
+		require.False(t, staleMap(err), "%v", err)
+	}
+}
+
+// TestTheSlotMapIsReloadedWhileErrorsComeAtMostEvery250ms: the first stale
+// reply has go-redis reload the map at once; while more come, it is reloaded
+// again from a timer, at most every reloadEvery; after Close (stop), no timer.
+func TestTheSlotMapIsReloadedWhileErrorsComeAtMostEvery250ms(t *testing.T) {
+	var loads atomic.Int32
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+		loads.Add(1)
+		return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: "127.0.0.1:1"}}}}, nil
+	}})
+	defer rdb.Close()
+	one := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer one.Close()
+	require.Nil(t, newSlotMap(one), "only a cluster client has a slot map")
+	m := newSlotMap(rdb)
+	m.note(errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	require.Nil(t, m.timer, "no reload for a reply about the key")
+
+	down := errors.New("CLUSTERDOWN The cluster is down")
+	start := time.Now()
+	for loads.Load() < 3 { // the first at once, the others by the timer
+		require.Less(t, time.Since(start), 10*time.Second, "reloads while errors come")
+		m.note(down)
+		time.Sleep(time.Millisecond) // errors coming, not a synchronisation
+	}
+	took := time.Since(start)
+	// An upper bound only, which a slow machine cannot break: one at once,
+	// then one per reloadEvery at most (go-redis adds none: it loads on
+	// demand only, the first time a command needs the map).
+	require.LessOrEqual(t, int(loads.Load()), 1+int(took/reloadEvery), "reloads in %v", took)
+
+	m.stop()
+	m.note(down)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	require.Nil(t, m.timer, "no timer after stop")
+}
