@@ -172,7 +172,13 @@ func TestAStalledClusterNodeDelaysOnlyTheLocksOnIt(t *testing.T) {
 // docs/RELIABILITY.md come from
 //
 //	REDISLOCK_CLUSTER_TRIALS=5 go test -count=1 -timeout 30m -run 'TestClusterFailover$' -v . | grep FIGURE
-const clusterTrialsEnv = "REDISLOCK_CLUSTER_TRIALS"
+//
+// and with REDISLOCK_CLUSTER_FULL_COVERAGE=no, the nodes started with
+// cluster-require-full-coverage no (see docs/deployment.md).
+const (
+	clusterTrialsEnv   = "REDISLOCK_CLUSTER_TRIALS"
+	clusterCoverageEnv = "REDISLOCK_CLUSTER_FULL_COVERAGE"
+)
 
 // holdWatch observes a holder Client: per lock, when its last confirmed
 // extension was sent, and its loss.
@@ -236,7 +242,11 @@ func TestClusterFailover(t *testing.T) {
 		require.Positive(t, n, "%s", clusterTrialsEnv)
 		rounds = n
 	}
-	cluster := redistest.StartCluster(t, "--cluster-node-timeout", "1000")
+	args := []string{"--cluster-node-timeout", "1000"}
+	if v := os.Getenv(clusterCoverageEnv); v != "" {
+		args = append(args, "--cluster-require-full-coverage", v)
+	}
+	cluster := redistest.StartCluster(t, args...)
 	settings := []struct {
 		label string
 		tweak func(*redis.ClusterOptions)
@@ -256,16 +266,16 @@ func TestClusterFailover(t *testing.T) {
 			if r.waiterErr == nil {
 				waited = append(waited, r.waited)
 			}
-			row := fmt.Sprintf("| %s | %s | %v | %d | %d of %d | %d of %d | %d of %d | %v | %v |", id, setting.label,
-				r.promotion.Round(10*time.Millisecond), r.clusterDown, r.survived[0], r.onVictim[0], r.survived[1], r.onVictim[1],
+			row := fmt.Sprintf("| %s | %s | %v | %s | %d | %d of %d | %d of %d | %d of %d | %v | %v |", id, setting.label,
+				r.promotion.Round(10*time.Millisecond), r.downWindow, r.clusterDown, r.survived[0], r.onVictim[0], r.survived[1], r.onVictim[1],
 				r.healthyLost, r.healthy, r.back.Round(time.Millisecond), cmpOr(r.waiterErr, r.waited.Round(time.Millisecond)))
 			t.Logf("FIGURE %s", row)
 			rows = append(rows, row)
 		}
 	}
 	t.Logf("FIGURE cluster failover: 3 primaries + 3 replicas, cluster-node-timeout 1000, SIGKILL of one primary per trial; two holders of 500 fenced locks each (TTL 2 s, TTL 30 s)")
-	t.Logf("FIGURE | trial | go-redis | kill → promotion | extensions answered CLUSTERDOWN (retried) | TTL 2 s: kept on the dead primary | TTL 30 s: kept on the dead primary | lost on the other primaries | promotion → a fresh name taken (defaults) | promotion → the waiting caller's lock |")
-	t.Logf("FIGURE |---|---|---|---|---|---|---|---|---|")
+	t.Logf("FIGURE | trial | go-redis | kill → promotion | CLUSTERDOWN on a primary that stayed up (after the kill) | extensions answered CLUSTERDOWN (retried) | TTL 2 s: kept on the dead primary | TTL 30 s: kept on the dead primary | lost on the other primaries | promotion → a fresh name taken (defaults) | promotion → the waiting caller's lock |")
+	t.Logf("FIGURE |---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range rows {
 		t.Logf("FIGURE %s", row)
 	}
@@ -301,7 +311,8 @@ type clusterOutcome struct {
 	waiterErr            error
 	onVictim, survived   [2]int // per holder (TTL 2 s, 30 s): locks on the dead primary, and kept
 	healthy, healthyLost int
-	clusterDown          int // extensions answered CLUSTERDOWN, and retried
+	clusterDown          int    // extensions answered CLUSTERDOWN, and retried
+	downWindow           string // when a primary that stayed up said cluster_state:fail
 }
 
 // clusterFailover runs one failover trial (see TestClusterFailover), and
@@ -405,6 +416,32 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 			time.Sleep(10 * time.Millisecond) // pacing: a pod retrying, not a busy loop
 		}
 	}()
+	// When another primary says the Cluster is down (cluster_state:fail,
+	// as it then answers CLUSTERDOWN), until it is up again.
+	downDone := make(chan string, 1)
+	go func() {
+		other := redis.NewClient(&redis.Options{Addr: primaries[(n+1)%len(primaries)].Addr})
+		defer other.Close()
+		var first, last time.Duration
+		for time.Since(killed) < 30*time.Second {
+			info, err := other.ClusterInfo(ctx).Result()
+			down := err == nil && strings.Contains(info, "cluster_state:fail")
+			if down && first == 0 {
+				first = time.Since(killed)
+			}
+			if down {
+				last = time.Since(killed)
+			} else if first > 0 || time.Since(killed) > 10*time.Second {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // polling interval: the window lasts hundreds of ms
+		}
+		if first == 0 {
+			downDone <- "never"
+			return
+		}
+		downDone <- fmt.Sprintf("%v–%v", first.Round(10*time.Millisecond), last.Round(10*time.Millisecond))
+	}()
 	promoted := waitPrimary(t, replica, 30*time.Second)
 	out.promotion = promoted.Sub(killed)
 	came, ok := <-comeDone
@@ -443,6 +480,7 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 	for _, w := range watches {
 		out.clusterDown += w.down
 	}
+	out.downWindow = <-downDone
 	// Never two holders: another pod tries every name once; it may take only
 	// what its holder was told it lost, with a greater fence.
 	sweeper := redislock.New(newRDB(defaults), quiet)
