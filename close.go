@@ -8,10 +8,10 @@ import (
 
 // Close shuts the Client down. From the call on, the acquiring calls return
 // an error matching ErrClosed, also to waiting callers. It waits for attempts
-// under way, releases every lock the Client holds in one pipeline bounded by
-// ctx (each lock's context cancelled first, cause ErrClosed) so that another
-// instance can take each at once, and gives background give-backs one last
-// try. It returns once nothing of the Client runs, or when ctx ends (with
+// under way, releases every lock the Client holds in one pipeline (one per
+// node on a Cluster, at once) bounded by ctx (each lock's context cancelled
+// first, cause ErrClosed) so that another instance can take each at once,
+// and gives background give-backs one last try. It returns once nothing of the Client runs, or when ctx ends (with
 // ctx's error); nil when every lock was released, else an error saying how
 // many were not (they expire after their TTL). A second Close returns nil.
 // It does not close the go-redis client.

@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,6 +136,9 @@ func TestAStalledClusterNodeDelaysOnlyTheLocksOnIt(t *testing.T) {
 	}
 	_, frozen, lostEvents := rounds.snapshot()
 	require.NotNil(t, frozen)
+	for name := range locks {
+		t.Logf("%s: %d extensions confirmed between the freeze and the frozen primary's first loss", name, frozen[name]-before[name])
+	}
 	for name, l := range locks {
 		switch {
 		case rounds.frozenBy[name]:
@@ -187,15 +191,18 @@ type holdWatch struct {
 	mu        sync.Mutex
 	confirmed map[string]time.Time
 	lost      map[string]redislock.LostReason
-	down      int // extensions refused with CLUSTERDOWN
+	lostAt    map[string]time.Time
+	lastErr   map[string]string // the last failed extension's error
+	down      int               // extensions refused with CLUSTERDOWN
 }
 
 func (w *holdWatch) ObserveExtend(e redislock.ExtendEvent) {
 	if e.Err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.lastErr[e.Name] = e.Err.Error()
 		if strings.Contains(e.Err.Error(), "CLUSTERDOWN") {
-			w.mu.Lock()
 			w.down++
-			w.mu.Unlock()
 		}
 		return
 	}
@@ -209,6 +216,7 @@ func (w *holdWatch) ObserveLost(e redislock.LostEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lost[e.Name] = e.Reason
+	w.lostAt[e.Name] = time.Now()
 }
 
 // settled tells whether name was lost, or confirmed by an extension sent after since.
@@ -268,7 +276,7 @@ func TestClusterFailover(t *testing.T) {
 			}
 			row := fmt.Sprintf("| %s | %s | %v | %s | %d | %d of %d | %d of %d | %d of %d | %v | %v |", id, setting.label,
 				r.promotion.Round(10*time.Millisecond), r.downWindow, r.clusterDown, r.survived[0], r.onVictim[0], r.survived[1], r.onVictim[1],
-				r.healthyLost, r.healthy, r.back.Round(time.Millisecond), cmpOr(r.waiterErr, r.waited.Round(time.Millisecond)))
+				r.healthyLost, r.healthy, r.back.Round(time.Millisecond), gotOrGaveUp(r.waiterErr, r.waited.Round(time.Millisecond)))
 			t.Logf("FIGURE %s", row)
 			rows = append(rows, row)
 		}
@@ -297,7 +305,8 @@ func median(ds []time.Duration) time.Duration {
 	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
 }
 
-func cmpOr(err error, d time.Duration) string {
+// gotOrGaveUp is d, or the error that ended the wait.
+func gotOrGaveUp(err error, d time.Duration) string {
 	if err != nil {
 		return "gave up: " + err.Error()
 	}
@@ -345,7 +354,7 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 	holders := [2]*redislock.Client{}
 	locks := [2]map[string]*redislock.Lock{}
 	for h, ttl := range ttls {
-		watches[h] = &holdWatch{confirmed: map[string]time.Time{}, lost: map[string]redislock.LostReason{}}
+		watches[h] = &holdWatch{confirmed: map[string]time.Time{}, lost: map[string]redislock.LostReason{}, lostAt: map[string]time.Time{}, lastErr: map[string]string{}}
 		holders[h] = redislock.New(newRDB(tweak), quiet, redislock.WithFencing(), redislock.WithTTL(ttl), redislock.WithObserver(watches[h]))
 		locks[h] = map[string]*redislock.Lock{}
 		for i := range 500 {
@@ -461,6 +470,8 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 
 	// Each lock is lost, or confirmed by an extension sent after the
 	// promotion: up to an extend interval (10 s at TTL 30 s) and its retries.
+	lostAfter := [2]map[redislock.LostReason][]time.Duration{{}, {}} // the dead primary's locks lost: when, after the kill
+	var lastErr [2]string
 	for h := range holders {
 		for name := range locks[h] {
 			eventually(t, time.Minute, func() bool { lost, _, kept := watches[h].settled(name, promoted); return lost || kept },
@@ -474,11 +485,18 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 				out.survived[h]++
 			case lost:
 				require.Contains(t, []redislock.LostReason{redislock.Unreachable, redislock.Expired}, reason, name)
+				w := watches[h]
+				lostAfter[h][reason] = append(lostAfter[h][reason], w.lostAt[name].Sub(killed))
+				lastErr[h] = cmp.Or(lastErr[h], w.lastErr[name])
 			}
 		}
 	}
-	for _, w := range watches {
+	for h, w := range watches {
 		out.clusterDown += w.down
+		for reason, after := range lostAfter[h] {
+			t.Logf("FIGURE %s: TTL %v, on the dead primary, %d lost %v %v–%v after the kill (promotion after %v); an extension's error: %s", id, ttls[h],
+				len(after), reason, slices.Min(after).Round(10*time.Millisecond), slices.Max(after).Round(10*time.Millisecond), out.promotion.Round(10*time.Millisecond), lastErr[h])
+		}
 	}
 	out.downWindow = <-downDone
 	// Never two holders: another pod tries every name once; it may take only

@@ -10,8 +10,9 @@ import (
 // of a waiter that gave up, the key of a failed Release. Each is a
 // token-checked release that also leaves the queue (lua/release.lua,
 // ARGV[4]) and passes on a lock handed to a waiter that left. Rounds are
-// one pipeline, with a growing backoff: a sure clean-up until any reply, an
-// uncertain one until the key was deleted, each until its lease is over.
+// one pipeline (one per node on a Cluster), with a growing backoff: a sure
+// clean-up until any reply, an uncertain one until the key was deleted,
+// each until its lease is over.
 type janitor struct {
 	store store
 	timedQueue[*cleanup]
