@@ -385,10 +385,13 @@ func TestAWaitRidesThroughARedisRestart(t *testing.T) {
 					if out.direct != nil {
 						require.NoError(t, holder.Release(context.Background())) // a restart would have dropped it
 					}
+					outage := time.Since(down)
 					out.end()
+					back := time.Now()
 					r := result(t, done)
 					require.NoError(t, r.err)
 					require.True(t, r.in)
+					t.Logf("FIGURE %s: outage %v, in %v after Redis was back", t.Name(), outage.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 				})
 			})
 		})
