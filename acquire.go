@@ -28,9 +28,9 @@ import (
 // A caller that waits rides through Redis errors (network errors, timeouts,
 // LOADING, READONLY, CLUSTERDOWN, MASTERDOWN, TRYAGAIN...: see transient)
 // as every waiting call of every kind does: a failed attempt begins a wait
-// of the strategy (within one, it tries again after 25 ms, doubling up to
-// 500 ms, jittered). Other replies (WRONGTYPE, NOPERM) end the call at once,
-// as every error does with NoRetry.
+// of the strategy (within one, it tries again after 25-50 ms, doubling up
+// to 250-500 ms). Other replies (WRONGTYPE, NOPERM) end the call at once, as
+// every error does with NoRetry.
 //
 // Errors, all of them one line:
 //   - ErrNotAcquired (wrapped with the name) when the last answer said the
@@ -180,11 +180,12 @@ func (a *acquisition) setToken() {
 		r.token = valueOf(rand.Text(), a.o.metadata)
 	}
 	if a.queued {
-		if a.seat != nil { // a hand-over to the old token is the janitor's to pass on
-			a.room.unseat(a.ticket)
-			a.seat = a.room.expect(handoffTicket(r.token))
-		}
+		old := a.ticket
 		a.ticket = handoffTicket(r.token)
+		if a.seat != nil { // a hand-over to the old token is the janitor's to pass on
+			a.room.unseat(old)
+			a.seat = a.room.expect(a.ticket)
+		}
 	}
 }
 

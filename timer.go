@@ -26,7 +26,8 @@ func (t *lazyTimer) arm(at time.Time) {
 	if t.closed || !t.armed.IsZero() && !t.armed.After(at) {
 		return
 	}
-	if now := time.Now(); at.Before(now) {
+	now := time.Now()
+	if at.Before(now) {
 		at = now
 	}
 	t.armed = at
@@ -35,7 +36,7 @@ func (t *lazyTimer) arm(at time.Time) {
 		t.calls, t.timer = calls, time.AfterFunc(time.Hour, func() { (*calls.Load())() }) // Reset below
 	}
 	t.calls.Store(&t.fire)
-	t.timer.Reset(time.Until(at))
+	t.timer.Reset(at.Sub(now))
 }
 
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
