@@ -311,6 +311,41 @@ func TestAWaitRidesThroughNotNowRepliesAndStopsAtAVerdict(t *testing.T) {
 	})
 }
 
+// A reply that comes after the lease's safe deadline (the attempt's key is
+// given back) is a timeout to a waiting caller of any kind: it tries again.
+// Without a wait it stays ErrNotAcquired (TestAReplyAfterTheSafeDeadline...).
+// (Before, every kind, Elect too, ended with that ErrNotAcquired.)
+func TestAReplyTooLateForTheLeaseIsRiddenThroughLikeATimeout(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		if b.mini != nil {
+			b.mini.ClockTTL(true) // the late attempts' keys expire, as on a server
+		}
+		for _, call := range waitingCalls {
+			t.Run(call.kind, func(t *testing.T) {
+				t.Parallel()
+				proxy := newProxy(t, b.rdb.Options().Addr)
+				hook := &attempts{}
+				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+				rdb.AddHook(hook)
+				t.Cleanup(func() { _ = rdb.Close() })
+				// 60 ms each way against a 50 ms lease: every reply is late.
+				proxy.SetDelay(60 * time.Millisecond)
+				proxy.SetMode(faultproxy.Delay)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				c := redislock.New(rdb, quiet, redislock.WithTTL(50*time.Millisecond))
+				done := start(ctx, call, c, "late-"+call.kind, redislock.LinearBackoff(time.Hour))
+				until(t, done, func() bool { answered, _, _ := hook.counts(); return answered > 0 }, "a late reply")
+				proxy.SetMode(faultproxy.Pass)
+				r := result(t, done)
+				require.NoError(t, r.err)
+				require.True(t, r.in)
+			})
+		}
+	})
+}
+
 // outage is a Redis that goes away and comes back.
 type outage struct {
 	addr   string        // where the waiters' clients connect
