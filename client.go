@@ -79,8 +79,8 @@ func (c *Client) rooms() *waitRooms {
 // its timers saw it (see pauses), when that is at least pauseFloor and a
 // quarter of the lease ttl: a lease lost at at then ran out while the
 // process could not extend it, and Redis is not to blame. (A loss to a pause
-// needs the watchdog to be late by about 2/3 of the TTL; a merely loaded
-// machine is late by a few hundred ms at most.)
+// needs the watchdog to be late by about 2/3 of the TTL; a busy machine's
+// timers are late by milliseconds, one starved for a second did not run.)
 func (c *Client) pausedAcross(at time.Time, ttl time.Duration) time.Duration {
 	c.watchdog().notePause(time.Now()) // the watchdog may not have fired since
 	return c.bg.pauses.across(at, max(pauseFloor, ttl/4))
