@@ -197,11 +197,17 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 	for {
 		acquired, err := a.attempt()
+		if acquired {
+			// A reply too late for its lease is a timeout (see tooLate).
+			if err = a.tooLate(); err == nil {
+				return a.succeed(a.o.ttl, a.sent)
+			} else if a.again(err, transient(err)) {
+				err = nil
+			}
+		}
 		switch {
 		case err != nil:
 			return a.fail(err)
-		case acquired:
-			return a.succeed(a.o.ttl, a.sent)
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
@@ -395,22 +401,32 @@ func (a *acquisition) failed(err error) error {
 		err = notALockError{err.Error(), err}
 	}
 	err = fmt.Errorf("redislock: %s %s: %w", a.kind.what(), a.subjectName(), err)
-	ended := a.ctx.Err()
-	if ended == nil || !errors.Is(raw, ended) { // (not our ctx cutting the attempt short)
-		a.failing = err
-	}
-	switch {
-	case ended != nil:
-		return a.stopped(ended)
-	case a.waits && transient(raw):
-		a.failures++
-		a.retryAt = time.Now().Add(retryPause(a.failures))
-		if a.failures == 1 {
-			a.o.log().Warn("redislock: redis failing while waiting, trying again", "name", a.name, "error", err)
+	if ended := a.ctx.Err(); ended != nil {
+		if !errors.Is(raw, ended) { // (not our ctx cutting the attempt short)
+			a.failing = err
 		}
+		return a.stopped(ended)
+	}
+	if a.again(err, transient(raw)) {
 		return nil
 	}
 	return err
+}
+
+// again tells whether a caller tries again after an attempt failed with err:
+// when it waits, its ctx lasts and err is transient. It keeps err as the
+// last Redis error (reported when the wait ends) and sets the next try.
+func (a *acquisition) again(err error, transient bool) bool {
+	a.failing = err
+	if !a.waits || !transient || a.ctx.Err() != nil {
+		return false
+	}
+	a.failures++
+	a.retryAt = time.Now().Add(retryPause(a.failures))
+	if a.failures == 1 {
+		a.o.log().Warn("redislock: redis failing while waiting, trying again", "name", a.name, "error", err)
+	}
+	return true
 }
 
 // notNow are the replies of a Redis that is there but will take the command
@@ -422,15 +438,16 @@ var notNow = []string{"TRYAGAIN", "READONLY", "MOVED", "ASK", "max number of cli
 // transient is the one rule, for every kind (Elect too), of the errors a
 // waiting caller rides through: Redis could not be reached or serve now
 // (isUnreachable: network errors, timeouts, no quorum, LOADING, MASTERDOWN,
-// CLUSTERDOWN, BUSY, too few replicas' acks after a failover) or said notNow.
-// The rest are verdicts, the call ends: another reply (WRONGTYPE, NOPERM,
-// SEMLIMIT, a script's own error), a reply the library cannot read, a
-// go-redis client closed by its owner.
+// CLUSTERDOWN, BUSY, too few replicas' acks after a failover), answered too
+// late for the lease (errTooLate: a timeout) or said notNow. The rest are
+// verdicts, the call ends: another reply (WRONGTYPE, NOPERM, SEMLIMIT, a
+// script's own error), a reply the library cannot read, a go-redis client
+// closed by its owner.
 func transient(err error) bool {
 	if errors.Is(err, errBadReply) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
-	if isUnreachable(err) {
+	if isUnreachable(err) || errors.Is(err, errTooLate) {
 		return true
 	}
 	for _, prefix := range notNow {
@@ -441,8 +458,12 @@ func transient(err error) bool {
 	return false
 }
 
-// errBadReply is wrapped by the error of an acquire reply the library cannot read.
-var errBadReply = errors.New("unexpected reply")
+// errBadReply is wrapped by the error of an acquire reply the library cannot
+// read; errTooLate by that of one that came after the lease's safe deadline.
+var (
+	errBadReply = errors.New("unexpected reply")
+	errTooLate  = errors.New("the lease ran out before the reply arrived")
+)
 
 // failingError is a wait's error when it ended while Redis was failing: the
 // last Redis error, and why it ended (ctx, the cap or the strategy).
@@ -465,14 +486,23 @@ func (a *call) heldFor(holder time.Duration) {
 	}
 }
 
-// handOut gives the lock back, with the caller's error, when the reply came
-// after the lease's safe deadline or the Client began closing meanwhile.
-func (a *acquisition) handOut() error {
+// tooLate gives the key back when the reply came after the lease's safe
+// deadline: ErrNotAcquired, the error of a caller that does not wait; a
+// waiting one tries again, as after a timeout (the next attempt has a token
+// of its own: the janitor gives this one back).
+func (a *acquisition) tooLate() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
-		return fmt.Errorf("%w: %s %s: the lease ran out before the reply arrived (%v after sending, TTL %v)",
-			ErrNotAcquired, a.kind.what(), a.subjectName(), time.Since(a.sent).Round(time.Microsecond), ttl)
+		a.c.cleaner.add(a.l.ref.copyFor(a.o, a.c.publish), a.sent.Add(ttl))
+		a.renew = true
+		return fmt.Errorf("%w: %s %s: %w (%v after sending, TTL %v)", ErrNotAcquired, a.kind.what(),
+			a.subjectName(), errTooLate, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
+	return nil
+}
+
+// handOut gives the lock back, with the caller's error, when the Client
+// began closing meanwhile.
+func (a *acquisition) handOut() error {
 	if a.c.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
 		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
