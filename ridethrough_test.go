@@ -444,7 +444,8 @@ func TestAWaitRidesThroughARedisRestart(t *testing.T) {
 // ctx's), never ErrNotAcquired, and fn does not run. NoRetry fails at once:
 // after one command, as a plain go-redis command does in the same outage.
 // (Before, a waiting call returned the first error, matching no ctx error,
-// and LimitRetry's strategy was never asked.)
+// and LimitRetry's strategy was never asked; Elect's ctx error lacked the
+// Redis error.)
 func TestAWaitEndingDuringAnOutageFailsClosed(t *testing.T) {
 	t.Parallel()
 	for _, call := range waitingCalls {
