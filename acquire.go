@@ -25,13 +25,21 @@ import (
 // Client waiting for one lock queue behind each other. ctx bounds the
 // waiting only: the held lock lives on until Release or loss.
 //
+// A caller that waits rides through Redis errors (network errors, timeouts,
+// LOADING, READONLY, CLUSTERDOWN, MASTERDOWN, TRYAGAIN...: see transient)
+// as every waiting call of every kind does: a failed attempt begins a wait
+// of the strategy (within one, it tries again after 25-50 ms, doubling up
+// to 250-500 ms). Other replies (WRONGTYPE, NOPERM) end the call at once, as
+// every error does with NoRetry.
+//
 // Errors, all of them one line:
-//   - ErrNotAcquired (wrapped with the name) when the lock was seen held by
-//     someone else and the strategy ran out; joined with ctx.Err() when ctx
-//     ended while waiting for it; also when a reply came back after the
-//     lease's safe deadline (the key is given back).
+//   - ErrNotAcquired (wrapped with the name) when the last answer said the
+//     lock was held by someone else and the strategy ran out; joined with
+//     ctx.Err() when ctx ended while waiting for it; also when a reply came
+//     back after the lease's safe deadline (the key is given back).
 //   - An error matching ctx.Err(), but not ErrNotAcquired, when ctx was done
-//     before any attempt had an answer.
+//     before any attempt had an answer, also wrapping the last Redis error
+//     when Redis was failing (fail closed: never ErrNotAcquired then).
 //   - ErrClosed after Client.Close, also to callers that were waiting.
 //   - ErrInvalidArgument for bad input (nothing is sent).
 //   - Otherwise the Redis error, wrapped (it does not match ErrNotAcquired).
@@ -93,6 +101,12 @@ type acquisition struct {
 	held    bool   // an attempt found the lock held by someone else
 	refusal error  // a store's explanation of the last refusal
 	blocker string // a multi lock's name that kept the last attempt out
+	// failing: the last attempt's Redis error, while no answer came since;
+	// failures: such attempts in a row; retryAt: when to try again.
+	failing  error
+	failures int
+	retryAt  time.Time
+	renew    bool // the janitor gives the last token back: the next attempt needs its own
 
 	// ticket: what a hand-over to us announces; firstSent: our first attempt's send time.
 	ticket    string
@@ -136,17 +150,10 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	waitsOnServer := a.waits && a.c.store.queues()
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
-	switch {
-	case a.kind == sharedHold:
-		// Our place in the queue; its 's' tells the scripts a shared waiter.
-		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
-	case a.queued:
-		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
-	case waitsOnServer:
+	if a.kind == sharedHold || a.queued {
+		a.setToken()
+	} else if waitsOnServer {
 		r.multi.watcher = "~" + rand.Text()
-	}
-	if a.queued {
-		a.ticket = handoffTicket(r.token)
 	}
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
@@ -158,6 +165,30 @@ func (a *call) capWait(campaign bool) {
 	}
 }
 
+// setToken gives the attempts their token: a shared hold's and a queued
+// waiter's is its place in the server's queue, one for all its attempts (but
+// after one without an answer, see failed); others take one per attempt.
+func (a *acquisition) setToken() {
+	r := &a.l.ref
+	switch {
+	case a.kind == sharedHold:
+		// Its 's' tells the scripts a shared waiter.
+		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
+	case a.queued:
+		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
+	default:
+		r.token = valueOf(rand.Text(), a.o.metadata)
+	}
+	if a.queued {
+		old := a.ticket
+		a.ticket = handoffTicket(r.token)
+		if a.seat != nil { // a hand-over to the old token is the janitor's to pass on
+			a.room.unseat(old)
+			a.seat = a.room.expect(a.ticket)
+		}
+	}
+}
+
 func (a *acquisition) run() (*Lock, error) {
 	if a.waits && a.kind != multiLock {
 		if err := a.enterRoom(a.l.ref.key); err != nil {
@@ -166,15 +197,21 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 	for {
 		acquired, err := a.attempt()
+		if acquired {
+			// A reply too late for its lease is a timeout (see tooLate).
+			if err = a.tooLate(); err == nil {
+				return a.succeed(a.o.ttl, a.sent)
+			} else if a.again(err, transient(err)) {
+				err = nil
+			}
+		}
 		switch {
 		case err != nil:
 			return a.fail(err)
-		case acquired:
-			return a.succeed(a.o.ttl, a.sent)
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
-		if a.kind == multiLock {
+		if a.kind == multiLock && a.failing == nil {
 			if err := a.watch(); err != nil {
 				return a.fail(err)
 			}
@@ -252,8 +289,9 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if a.room != nil {
 		a.woken = a.room.wakeup() // an announcement after the attempt wakes us
 	}
-	if !a.queued && a.kind != sharedHold {
-		r.token = valueOf(rand.Text(), a.o.metadata)
+	if a.renew || !a.queued && a.kind != sharedHold {
+		a.setToken()
+		a.renew = false
 	}
 	var holderTTL time.Duration
 	if early := a.early; early != nil && early.reply.Err() == nil {
@@ -276,6 +314,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if err != nil {
 		return false, a.failed(err)
 	}
+	a.failing, a.failures = nil, 0
 	// Held, by us or by another: the callers in line behind us know.
 	if a.room != nil && !a.room.seenHeld.Load() {
 		a.room.seenHeld.Store(true)
@@ -324,14 +363,18 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 	return lease, true
 }
 
-// giveBackUncertain: what an unanswered attempt may take, a lease and a queue place (queueHold).
+// giveBackUncertain: what an unanswered attempt may take, a lease and a
+// queue place (queueHold), under the attempt's token: the janitor gets a copy
+// (commands its own), as the next attempt takes another token.
 func (a *acquisition) giveBackUncertain(way *onItsWay) {
-	a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold), way)
+	a.c.cleaner.addUncertain(a.l.ref.copyFor(a.o, a.c.publish), max(a.o.ttl, queueHold), way)
+	a.renew = true
 }
 
-// failed turns an attempt's error into the call's. An attempt without an
-// answer may still take the key under our token: the janitor gives it back;
-// one that never left this Client (unsentError) took nothing.
+// failed turns an attempt's error into the call's, or nil when the caller
+// rides through it (see transient). An attempt without an answer may still
+// take the key under its token: the janitor gives it back; one that never
+// left this Client (unsentError) took nothing.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	var unsent unsentError
@@ -345,6 +388,7 @@ func (a *acquisition) failed(err error) error {
 		// and close gives back the place we had.
 		a.inQueue = false
 	}
+	raw := err
 	switch {
 	case errors.Is(err, errClosing):
 		// Client.Close stopped us waiting for an attempt under way.
@@ -357,11 +401,76 @@ func (a *acquisition) failed(err error) error {
 		err = notALockError{err.Error(), err}
 	}
 	err = fmt.Errorf("redislock: %s %s: %w", a.kind.what(), a.subjectName(), err)
-	if a.ctx.Err() != nil {
-		return join(a.stopped(a.ctx.Err()), err)
+	if ended := a.ctx.Err(); ended != nil {
+		if !errors.Is(raw, ended) { // (not our ctx cutting the attempt short)
+			a.failing = err
+		}
+		return a.stopped(ended)
+	}
+	if a.again(err, transient(raw)) {
+		return nil
 	}
 	return err
 }
+
+// again tells whether a caller tries again after an attempt failed with err:
+// when it waits, its ctx lasts and err is transient. It keeps err as the
+// last Redis error (reported when the wait ends) and sets the next try.
+func (a *acquisition) again(err error, transient bool) bool {
+	a.failing = err
+	if !a.waits || !transient || a.ctx.Err() != nil {
+		return false
+	}
+	a.failures++
+	a.retryAt = time.Now().Add(retryPause(a.failures))
+	if a.failures == 1 {
+		a.o.log().Warn("redislock: redis failing while waiting, trying again", "name", a.name, "error", err)
+	}
+	return true
+}
+
+// notNow are the replies of a Redis that is there but will take the command
+// later, or elsewhere: a slot migrating (TRYAGAIN), a primary demoted by a
+// failover (READONLY), a slot moved (after go-redis's redirects ran out), no
+// free connection on the server.
+var notNow = []string{"TRYAGAIN", "READONLY", "MOVED", "ASK", "max number of clients"}
+
+// transient is the one rule, for every kind (Elect too), of the errors a
+// waiting caller rides through: Redis could not be reached or serve now
+// (isUnreachable: network errors, timeouts, no quorum, LOADING, MASTERDOWN,
+// CLUSTERDOWN, BUSY, too few replicas' acks after a failover), answered too
+// late for the lease (errTooLate: a timeout) or said notNow. The rest are
+// verdicts, the call ends: another reply (WRONGTYPE, NOPERM, SEMLIMIT, a
+// script's own error), a reply the library cannot read, a go-redis client
+// closed by its owner.
+func transient(err error) bool {
+	if errors.Is(err, errBadReply) || errors.Is(err, redis.ErrClosed) {
+		return false
+	}
+	if isUnreachable(err) || errors.Is(err, errTooLate) {
+		return true
+	}
+	for _, prefix := range notNow {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// errBadReply is wrapped by the error of an acquire reply the library cannot
+// read; errTooLate by that of one that came after the lease's safe deadline.
+var (
+	errBadReply = errors.New("unexpected reply")
+	errTooLate  = errors.New("the lease ran out before the reply arrived")
+)
+
+// failingError is a wait's error when it ended while Redis was failing: the
+// last Redis error, and why it ended (ctx, the cap or the strategy).
+type failingError struct{ last, why error }
+
+func (e *failingError) Error() string   { return oneLine(e.last.Error()) + "; " + e.why.Error() }
+func (e *failingError) Unwrap() []error { return []error{e.last, e.why} }
 
 func (a *acquisition) subjectName() string {
 	if a.kind == multiLock {
@@ -377,14 +486,23 @@ func (a *call) heldFor(holder time.Duration) {
 	}
 }
 
-// handOut gives the lock back, with the caller's error, when the reply came
-// after the lease's safe deadline or the Client began closing meanwhile.
-func (a *acquisition) handOut() error {
+// tooLate gives the key back when the reply came after the lease's safe
+// deadline: ErrNotAcquired, the error of a caller that does not wait; a
+// waiting one tries again, as after a timeout (the next attempt has a token
+// of its own: the janitor gives this one back).
+func (a *acquisition) tooLate() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.cleaner.add(&a.l.ref, a.sent.Add(ttl))
-		return fmt.Errorf("%w: %s %s: the lease ran out before the reply arrived (%v after sending, TTL %v)",
-			ErrNotAcquired, a.kind.what(), a.subjectName(), time.Since(a.sent).Round(time.Microsecond), ttl)
+		a.c.cleaner.add(a.l.ref.copyFor(a.o, a.c.publish), a.sent.Add(ttl))
+		a.renew = true
+		return fmt.Errorf("%w: %s %s: %w (%v after sending, TTL %v)", ErrNotAcquired, a.kind.what(),
+			a.subjectName(), errTooLate, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
+	return nil
+}
+
+// handOut gives the lock back, with the caller's error, when the Client
+// began closing meanwhile.
+func (a *acquisition) handOut() error {
 	if a.c.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
 		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
@@ -449,9 +567,12 @@ func (a *acquisition) close() {
 // announced; it returns the verdict when the strategy allows no more waits.
 func (a *acquisition) sleep() error {
 	if now := time.Now(); !a.patience.waiting(now) && !a.patience.begin(now) {
+		if a.failing != nil {
+			return &failingError{a.failing, errors.New("gave up " + a.tally())}
+		}
 		return a.heldError()
 	}
-	if !a.listened {
+	if !a.listened && a.failing == nil {
 		// Hear the holder's release from now on; until the subscription is
 		// confirmed one could pass unheard, so try again once confirmed.
 		a.listened = true
@@ -468,21 +589,26 @@ func (a *acquisition) sleep() error {
 	for {
 		wake, waitEnds := a.nextWake()
 		rang, err := a.pause(wake)
-		if err != nil || !rang || !waitEnds || !a.l.ref.waiting {
+		if err != nil || !rang || !waitEnds || !a.l.ref.waiting || a.failing != nil {
 			return err
 		}
-		// A queued (or watching) waiter does not ask at the end of a wait: the
-		// next begins, or, when none is allowed, one last attempt.
+		// A queued (or watching) waiter does not ask at the end of a wait (but
+		// while Redis fails): the next begins, or, when none is allowed, one
+		// last attempt.
 		if !a.patience.begin(time.Now()) {
 			return nil
 		}
 	}
 }
 
-// nextWake: the strategy's wait's end (waitEnds), the holder's lease end or,
-// on the server, the refresh of our place, whichever comes first.
+// nextWake: the strategy's wait's end (waitEnds), the holder's lease end,
+// on the server the refresh of our place, or while Redis fails the next try,
+// whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
+	if a.failing != nil && a.retryAt.Before(wake) {
+		wake, waitEnds = a.retryAt, false
+	}
 	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
 		wake, waitEnds = refresh, false
 	}
@@ -533,12 +659,17 @@ func (a *call) tally() string {
 }
 
 // stopped is the error of a wait ended by ctx, the cap or Close; it matches
-// ErrNotAcquired only when an attempt saw the lock held.
+// ErrNotAcquired only when the last answer said the lock was held.
 func (a *acquisition) stopped(why error) error {
+	capped := context.Cause(a.ctx) == errWaitCap
 	switch {
 	case errors.Is(why, errClosing):
 		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.what(), a.subjectName())
-	case context.Cause(a.ctx) == errWaitCap:
+	case a.failing != nil && capped:
+		return &failingError{a.failing, fmt.Errorf("gave up waiting after %v, the cap for a context without deadline", MaxWaitWithoutDeadline)}
+	case a.failing != nil:
+		return &failingError{a.failing, fmt.Errorf("gave up waiting after %s: %w", count(a.attempts, "attempt"), why)}
+	case capped:
 		if a.held {
 			return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
 		}

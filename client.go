@@ -3,6 +3,7 @@ package redislock
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,6 +75,17 @@ func (c *Client) rooms() *waitRooms {
 	return c.waiting
 }
 
+// pausedAcross returns how long this process did not run across at, as
+// its timers saw it (see pauses), when that is at least pauseFloor and a
+// quarter of the lease ttl: a lease lost at at then ran out while the
+// process could not extend it, and Redis is not to blame. (A loss to a pause
+// needs the watchdog to be late by about 2/3 of the TTL; a busy machine's
+// timers are late by milliseconds, one starved for a second did not run.)
+func (c *Client) pausedAcross(at time.Time, ttl time.Duration) time.Duration {
+	c.watchdog().notePause(time.Now()) // the watchdog may not have fired since
+	return c.bg.pauses.across(at, max(pauseFloor, ttl/4))
+}
+
 // setup creates the watchdog, alarms and waiting rooms on first use.
 func (c *Client) setup() {
 	c.scheduler = newScheduler(c.store, &c.bg)
@@ -109,6 +121,7 @@ type background struct {
 	mu     sync.RWMutex // read-locked by enter: Acquire calls do not queue on it
 	closed bool
 	wg     sync.WaitGroup
+	pauses pauses // what the timers run here saw of the process not running
 }
 
 func (b *background) enter() bool {

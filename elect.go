@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
@@ -23,15 +22,15 @@ import (
 //
 // WithMaxHold limits each term (then it campaigns again, at the back). A
 // panic in lead gives leadership up and goes on. The Client's default retry
-// strategy is ignored. While Redis cannot be reached, Elect campaigns on,
-// backing off up to a second with jitter, logged at Warn.
+// strategy is ignored. It rides through Redis errors as every waiting call
+// does (see Acquire), logged at Warn.
 //
-// Errors: ctx.Err() when ctx ended (joined with lead's); lead's when it
-// returned on its own (nil only then); ErrClosed after Client.Close;
-// ErrInvalidArgument, nothing sent, for a nil ctx or lead, a bad name or
-// options, WithRetry, WithFailOpen or the watchdog off; a Redis error that
-// is an answer (WRONGTYPE, NOPERM), wrapped. Each term is logged at Info;
-// to know who leads, Inspect the lock.
+// Errors: ctx.Err() when ctx ended (joined with lead's, or with the last
+// Redis error if Redis was failing); lead's when it returned on its own (nil
+// only then); ErrClosed after Client.Close; ErrInvalidArgument, nothing
+// sent, for a nil ctx or lead, a bad name or options, WithRetry, WithFailOpen
+// or the watchdog off; a Redis error that is an answer (WRONGTYPE, NOPERM),
+// wrapped. Each term is logged at Info; to know who leads, Inspect the lock.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -49,25 +48,19 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 	if _, _, err := lockKeys(o.prefix, name); err != nil {
 		return err
 	}
-	failures := 0
 	for {
 		l, err := c.acquire(ctx, name, o)
 		if err != nil {
-			if ctx.Err() != nil {
-				return electStopped(ctx, name, nil)
-			}
-			if !isUnreachable(err) {
+			// A campaign's wait ends only with ctx, Close or a verdict.
+			var failing *failingError
+			switch {
+			case ctx.Err() == nil:
 				return err
+			case errors.As(err, &failing):
+				return join(electStopped(ctx, name, nil), failing.last)
 			}
-			failures++
-			o.log().Warn("redislock: election: redis unreachable, campaigning again",
-				"name", name, "failures", failures, "error", err)
-			if err := c.campaignPause(ctx, name, failures); err != nil {
-				return err
-			}
-			continue
+			return electStopped(ctx, name, nil)
 		}
-		failures = 0
 		o.log().Info("redislock: elected", "name", name, "fence", l.h.fence)
 		leadErr := l.run(ctx, lead)
 		var lost *LostError
@@ -113,25 +106,6 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 type campaignRetry struct{ every time.Duration }
 
 func (s campaignRetry) NextBackoff(int) (time.Duration, bool) { return s.every, true }
-
-// campaignPause waits after Redis could not be reached: a jittered backoff
-// from 50ms doubling up to 1s; it returns ctx's error or ErrClosed.
-func (c *Client) campaignPause(ctx context.Context, name string, failures int) error {
-	ceiling := time.Second
-	if failures < 6 {
-		ceiling = 50 * time.Millisecond << (failures - 1)
-	}
-	t := time.NewTimer(ceiling/2 + rand.N(ceiling/2+1))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return electStopped(ctx, name, nil)
-	case <-c.closing:
-		return fmt.Errorf("%w: elect %q", ErrClosed, name)
-	}
-}
 
 // electStopped is Elect's error when ctx ended: ctx's error (and its cause),
 // joined with lead's own.

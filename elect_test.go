@@ -373,7 +373,7 @@ func TestElectCampaignsOnThroughARedisOutage(t *testing.T) {
 		require.ErrorAs(t, context.Cause(first.ctx), &lost)
 		require.Equal(t, redislock.Unreachable, lost.Reason)
 		eventually(t, 10*time.Second, func() bool {
-			_, ok := logs.find(slog.LevelWarn, "redis unreachable, campaigning again")
+			_, ok := logs.find(slog.LevelWarn, "redis failing while waiting, trying again")
 			return ok
 		}, "no Warn for a failed campaign attempt")
 		select {

@@ -59,7 +59,9 @@ const (
 	// type): someone else owns the lock now.
 	Taken
 	// Unreachable: no extension was confirmed before the safe deadline, so
-	// the lease may have expired on the server while we could not tell.
+	// the lease may have expired on the server while we could not tell:
+	// Redis could not be reached, or this process did not run (then
+	// LostError.Paused says for how long).
 	Unreachable
 	// MaxHoldReached: the hold reached the limit set with WithMaxHold.
 	MaxHoldReached
@@ -93,15 +95,29 @@ type LostError struct {
 	HeldFor time.Duration
 	// Err is the last Redis error seen before an Unreachable loss, if any.
 	Err error
+	// Paused, for an Unreachable loss, is how long this process did not run
+	// across the safe deadline (its timers fired that late, on the monotonic
+	// clock: SIGSTOP, a long GC pause, a starved VM), when that is why the
+	// lock could not be extended in time: at least 500 ms and a quarter of
+	// the TTL. 0 otherwise.
+	Paused time.Duration
 }
 
-// Error describes the loss.
+// Error describes the loss; one to a pause says "this process did not run".
 func (e *LostError) Error() string {
-	msg := fmt.Sprintf("redislock: lock %q lost after %v: %s", e.Name, e.HeldFor.Round(time.Millisecond), e.Reason)
+	msg := fmt.Sprintf("redislock: lock %q lost after %v: %s", e.Name, e.HeldFor.Round(time.Millisecond), e.why())
 	if e.Err != nil {
 		msg += ": " + oneLine(e.Err.Error())
 	}
 	return msg
+}
+
+// why is the loss's reason in words, as logged.
+func (e *LostError) why() string {
+	if e.Paused > 0 {
+		return fmt.Sprintf("this process did not run for %v, past its safe deadline", e.Paused.Round(10*time.Millisecond))
+	}
+	return e.Reason.String()
 }
 
 // Is reports whether target is ErrLockLost.

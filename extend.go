@@ -72,12 +72,17 @@ func (l *hold) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog boo
 // recordExtension: a confirmed extension moves the safe deadline, "not ours"
 // loses the lock, an error is kept for the Unreachable loss it may become.
 func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply int64, err error, byWatchdog bool) error {
+	var paused time.Duration
 	switch {
 	case err != nil:
 		err = fmt.Errorf("redislock: extend %q: %w", l.name, err)
 		l.mu.Lock()
+		if !time.Now().Before(l.safeDeadline) {
+			// Too late to matter: because this process did not run?
+			paused = l.client.pausedAcross(l.safeDeadline, l.ttl)
+		}
 		// Keep what Redis said over our own deadline cutting a call short.
-		if l.lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+		if paused == 0 && (l.lastErr == nil || !errors.Is(err, context.DeadlineExceeded)) {
 			l.lastErr = err
 		}
 		l.mu.Unlock()
@@ -85,11 +90,11 @@ func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 		l.confirm(sent, ttl)
 	default:
 		reason := reasonFor(reply)
-		l.lose(reason, nil)
+		l.lose(reason, nil, 0)
 		err = fmt.Errorf("%w: %q: %s", ErrNotHeld, l.lostName(), reason)
 	}
 	if l.opts.observer != nil {
-		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err})
+		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err, Paused: paused})
 	}
 	return err
 }

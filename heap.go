@@ -70,11 +70,12 @@ func (h *timeHeap[T]) Pop() any {
 // the mutex, until nothing is due; then one lazyTimer is set for the next
 // item, or stopped. Its owner embeds it and uses its mu.
 type timedQueue[T any] struct {
-	mu    sync.Mutex
-	items timeHeap[T]
-	timer lazyTimer
-	busy  bool      // a round is running: it sets the timer when done
-	ended sync.Cond // broadcast when a round ends (L: &mu)
+	mu     sync.Mutex
+	items  timeHeap[T]
+	timer  lazyTimer
+	pauses *pauses   // notes a firing far later than due (see pauses)
+	busy   bool      // a round is running: it sets the timer when done
+	ended  sync.Cond // broadcast when a round ends (L: &mu)
 	// slack: how early an item may join a round; beforeRounds and idle run
 	// with mu held as rounds begin and when the queue empties.
 	slack        func(T) time.Duration
@@ -88,7 +89,7 @@ type timedQueue[T any] struct {
 // init sets the queue up; rounds run while bg lets new work start.
 func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
 	q.items.when, q.items.slot, q.run = when, slot, run
-	q.ended.L = &q.mu
+	q.ended.L, q.pauses = &q.mu, &bg.pauses
 	q.timer.fire = func() {
 		if bg.enter() {
 			defer bg.exit()
@@ -136,9 +137,11 @@ func (q *timedQueue[T]) fire() {
 		return
 	}
 	q.busy = true
+	now := time.Now()
+	q.pauses.note(q.timer.armed, now)
 	q.timer.fired()
 	if q.beforeRounds != nil {
-		q.beforeRounds(time.Now())
+		q.beforeRounds(now)
 	}
 	for due := q.takeDueLocked(time.Now()); len(due) > 0; due = q.takeDueLocked(time.Now()) {
 		q.mu.Unlock()
@@ -180,6 +183,14 @@ func (q *timedQueue[T]) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.timer.close()
+}
+
+// notePause notes a pause still under way for this queue: its timer, due
+// long ago, has not fired yet (a goroutine that runs first asks).
+func (q *timedQueue[T]) notePause(now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pauses.note(q.timer.armed, now)
 }
 
 // settledLocked waits until no round runs; q.mu is held.

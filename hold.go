@@ -42,8 +42,8 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 
 // lose ends the hold by a loss, unless it ended before (a loss found after
 // a Release is the release's to report), and hands the turn on.
-func (l *hold) lose(reason LostReason, cause error) {
-	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause}
+func (l *hold) lose(reason LostReason, cause error, paused time.Duration) {
+	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause, Paused: paused}
 	if room, ok := l.end(lost); ok && room != nil {
 		l.client.rooms().leave(room, true)
 	}
@@ -81,16 +81,18 @@ func (l *hold) onSafeDeadline() {
 		l.mu.Unlock()
 		return
 	}
-	reason, lastErr := Unreachable, l.lastErr
+	reason, lastErr, paused := Unreachable, l.lastErr, time.Duration(0)
 	if !l.opts.watchdog {
 		reason = Expired
+	} else {
+		paused = l.client.pausedAcross(l.safeDeadline, l.ttl)
 	}
 	l.mu.Unlock()
-	l.lose(reason, lastErr)
+	l.lose(reason, lastErr, paused)
 }
 
 // onMaxHold: a Release racing the timer is a release, not a loss.
-func (l *hold) onMaxHold() { l.lose(MaxHoldReached, nil) }
+func (l *hold) onMaxHold() { l.lose(MaxHoldReached, nil, 0) }
 
 // announceLoss logs and observes a loss: at Info when the lease ran out
 // with the watchdog off (the user's choice), else at Error.
@@ -99,13 +101,13 @@ func (l *hold) announceLoss(lost *LostError) {
 	if lost.Reason == Expired && !l.opts.watchdog {
 		level = slog.LevelInfo
 	}
-	attrs := []any{"name", lost.Name, "reason", lost.Reason.String(), "held_for", lost.HeldFor}
+	attrs := []any{"name", lost.Name, "reason", lost.why(), "held_for", lost.HeldFor}
 	if lost.Err != nil {
 		attrs = append(attrs, "error", lost.Err)
 	}
 	l.opts.log().Log(context.Background(), level, "redislock: lock lost", attrs...)
 	if l.opts.observer != nil {
-		l.opts.observer.ObserveLost(LostEvent{Name: lost.Name, Reason: lost.Reason, HeldFor: lost.HeldFor})
+		l.opts.observer.ObserveLost(LostEvent{Name: lost.Name, Reason: lost.Reason, HeldFor: lost.HeldFor, Paused: lost.Paused})
 	}
 }
 

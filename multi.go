@@ -418,7 +418,7 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 	if err != nil {
 		return false, 0, 0, err
 	}
-	bad := func() error { return fmt.Errorf("unexpected reply %v from the multi acquire script", vals) }
+	bad := func() error { return fmt.Errorf("%w %v from the multi acquire script", errBadReply, vals) }
 	code, _ := vals[0].(int64)
 	switch {
 	case code == 1 && len(vals) == len(fences)+1:

@@ -47,6 +47,10 @@ type ExtendEvent struct {
 	// Err is nil when extended; ErrNotHeld when the lock was no longer
 	// ours; else the Redis error (the watchdog retries those).
 	Err error
+	// Paused is set when the extension failed because it came after the
+	// lock's safe deadline and this process did not run across it (see
+	// LostError.Paused): Err is then no failure of Redis. 0 otherwise.
+	Paused time.Duration
 }
 
 // LostEvent is passed to Observer.ObserveLost.
@@ -54,6 +58,9 @@ type LostEvent struct {
 	Name    string
 	Reason  LostReason
 	HeldFor time.Duration
+	// Paused: an Unreachable loss to this process's own pause (see
+	// LostError.Paused), not to Redis; 0 otherwise.
+	Paused time.Duration
 }
 
 // ReleaseEvent is passed to Observer.ObserveRelease.

@@ -141,3 +141,15 @@ func (p *patience) begin(now time.Time) bool {
 }
 
 func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Before(p.end) }
+
+// retryPause is how long a waiter lets Redis be after its n-th failed attempt
+// in a row (see acquisition.failed), never past its strategy's wait: jittered
+// from 25-50 ms, doubling up to 250-500 ms, quick through a blip and a
+// failover, two to four attempts a second against a Redis that is down.
+func retryPause(n int) time.Duration {
+	ceiling := 500 * time.Millisecond
+	if n < 5 {
+		ceiling = 50 * time.Millisecond << (n - 1)
+	}
+	return ceiling/2 + rand.N(ceiling/2+1)
+}

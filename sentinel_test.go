@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -215,4 +216,122 @@ func failoverTrial(t *testing.T, set *redistest.SentinelSet, name string, dropLi
 	}
 	set.Rejoin(t, primary)
 	return failoverOutcome{held: true, double: err == nil, failover: failover}
+}
+
+// TestSentinelFailoverIsBackWithinASecond measures, on a Sentinel set of its
+// own, how soon locks work again after the sentinels announce the promoted
+// replica (+switch-master, the first announcement any sentinel makes): the
+// first Acquire of a fresh name (NoRetry, tried again at once until one
+// succeeds), and a caller that was already waiting with a retry strategy
+// when the primary was killed (it rides through the outage). go-redis's
+// default FailoverOptions. The figures go to the log (FIGURE lines, see
+// docs/RELIABILITY.md); the test checks that every trial ends in both locks.
+//
+//	go test -count=1 -run 'TestSentinelFailoverIsBackWithinASecond' -v . | grep FIGURE
+func TestSentinelFailoverIsBackWithinASecond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five failovers take about a minute: run without -short (CI does)")
+	}
+	t.Parallel()
+	set := redistest.StartSentinel(t)
+	const trials = 5
+	var first, waiter, promotion []time.Duration
+	for i := range trials {
+		f, w, p := sentinelSwitchTrial(t, set, "switch:"+strconv.Itoa(i))
+		first, waiter, promotion = append(first, f), append(waiter, w), append(promotion, p)
+		t.Logf("FIGURE sentinel trial %d: kill to +switch-master %v; then first Acquire %v, waiting caller %v",
+			i+1, p.Round(time.Millisecond), f.Round(time.Millisecond), w.Round(time.Millisecond))
+	}
+	for _, row := range []struct {
+		what string
+		d    []time.Duration
+	}{{"first Acquire after +switch-master", first}, {"waiting caller in after +switch-master", waiter}, {"kill to +switch-master", promotion}} {
+		median, worst := medianAndMax(row.d)
+		t.Logf("FIGURE sentinel %s: median %v, max %v over %d trials", row.what, median.Round(time.Millisecond), worst.Round(time.Millisecond), trials)
+	}
+}
+
+func medianAndMax(d []time.Duration) (median, worst time.Duration) {
+	sorted := slices.Clone(d)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2], sorted[len(sorted)-1]
+}
+
+// sentinelSwitchTrial: a holder takes name, a waiter queues for it with an
+// hour's backoff and a 30 s ctx, the lock is made to expire (replicated
+// before the kill: the lock is free on the promoted replica), the primary is
+// killed (SIGKILL) at once; from the first
+// +switch-master on, fresh names are tried until one is taken. It returns the
+// times from the switch to that first acquisition and to the waiter's, and
+// from the kill to the switch; the killed server rejoins as a replica.
+func sentinelSwitchTrial(t *testing.T, set *redistest.SentinelSet, name string) (first, waiter, promotion time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	switched := make(chan time.Time, len(set.SentinelAddrs()))
+	for _, addr := range set.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+		defer sc.Close()
+		sub := sc.Subscribe(ctx, "+switch-master")
+		_, err := sub.Receive(ctx) // subscribed before the kill
+		require.NoError(t, err)
+		go func() {
+			if _, err := sub.ReceiveMessage(ctx); err == nil {
+				switched <- time.Now()
+			}
+		}()
+		defer sub.Close()
+	}
+	holder := redislock.New(set.Client(t), quiet, redislock.WithWatchdog(false), redislock.WithTTL(time.Minute))
+	held, err := holder.Acquire(ctx, name)
+	require.NoError(t, err)
+	waiting := redislock.New(set.Client(t), quiet)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	in := make(chan error, 1)
+	var waiterAt time.Time
+	go func() {
+		l, err := waiting.Acquire(waitCtx, name, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+		waiterAt = time.Now()
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		in <- err
+	}()
+	primary := set.Primary(t)
+	direct := newRedisClient(t, primary.Addr())
+	eventually(t, 10*time.Second, func() bool { return direct.ZCard(ctx, queueKey(name)).Val() == 1 }, "the waiter did not queue")
+
+	freshRDB := set.Client(t) // another pod's, connected before the failover
+	require.NoError(t, freshRDB.Ping(ctx).Err())
+	fresh := redislock.New(freshRDB, quiet)
+	require.NoError(t, direct.PExpire(ctx, held.Key(), time.Millisecond).Err())
+	require.EqualValues(t, 1, direct.Do(ctx, "WAIT", 1, 5000).Val(), "the replica has the expiry")
+	primary.Kill()
+	killed := time.Now()
+	var switchAt time.Time
+	select {
+	case switchAt = <-switched:
+	case <-time.After(time.Minute):
+		t.Fatal("no +switch-master within a minute of the kill")
+	}
+	for n := 0; ; n++ {
+		attemptCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := fresh.Acquire(attemptCtx, name+":fresh:"+strconv.Itoa(n))
+		cancel()
+		if err == nil {
+			first = time.Since(switchAt)
+			require.NoError(t, l.Release(ctx))
+			break
+		}
+		require.Less(t, time.Since(switchAt), 30*time.Second, "no Acquire succeeded within 30 s of the switch: %v", err)
+	}
+	select {
+	case err := <-in:
+		require.NoError(t, err, "the waiting caller rides through the failover into the lock")
+	case <-time.After(40 * time.Second):
+		t.Fatal("the waiting caller did not return within 40 s")
+	}
+	set.WaitPromotion(t, primary)
+	set.Rejoin(t, primary)
+	return first, waiterAt.Sub(switchAt), switchAt.Sub(killed)
 }

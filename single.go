@@ -111,7 +111,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		switch err := cmd.Err(); {
 		case err == nil:
 			if val, _ := cmd.Val().(string); val != "OK" {
-				return false, 0, 0, fmt.Errorf("unexpected reply %v to SET NX", cmd.Val())
+				return false, 0, 0, fmt.Errorf("%w %v to SET NX", errBadReply, cmd.Val())
 			}
 			return true, 0, 0, nil
 		case err != redis.Nil:
@@ -138,7 +138,7 @@ func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef)
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil && acquired && ackErr != nil {
 		// Not safe to hold: a failover could lose it.
-		s.cleaner.add(ref, time.Now().Add(o.ttl))
+		s.cleaner.add(ref.copyFor(o, s.publishCommand()), time.Now().Add(o.ttl))
 		return false, 0, 0, ackErr
 	}
 	return acquired, fence, holder, err
@@ -182,7 +182,7 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 	switch {
 	case !ok || fencing && n == 0 || !fencing && n > 0:
 		// Not a number, or a fence that does not match the request.
-		return false, 0, 0, fmt.Errorf("unexpected reply %v from the acquire script", val)
+		return false, 0, 0, fmt.Errorf("%w %v from the acquire script", errBadReply, val)
 	case n < 0:
 		pttl := int64(-1) // the key has no expiry
 		if n < -1 {

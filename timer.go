@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,9 +20,15 @@ type lazyTimer struct {
 var noFire = func() {}
 
 // arm makes the timer fire at at, unless it fires at or before at anyway.
+// A time past counts as now: armed is when the timer is due to fire, which a
+// pause (see pauses) makes it fire far later than.
 func (t *lazyTimer) arm(at time.Time) {
 	if t.closed || !t.armed.IsZero() && !t.armed.After(at) {
 		return
+	}
+	now := time.Now()
+	if at.Before(now) {
+		at = now
 	}
 	t.armed = at
 	if t.timer == nil {
@@ -29,7 +36,7 @@ func (t *lazyTimer) arm(at time.Time) {
 		t.calls, t.timer = calls, time.AfterFunc(time.Hour, func() { (*calls.Load())() }) // Reset below
 	}
 	t.calls.Store(&t.fire)
-	t.timer.Reset(time.Until(at))
+	t.timer.Reset(at.Sub(now))
 }
 
 func (t *lazyTimer) fired() { t.armed = time.Time{} }
@@ -45,3 +52,41 @@ func (t *lazyTimer) stop() {
 }
 
 func (t *lazyTimer) close() { t.stop(); t.closed = true }
+
+// pauses is what a Client's timers saw of its process not running: a timer
+// that fires far later than it was due, on the monotonic clock, means that
+// no goroutine of the process ran meanwhile (SIGSTOP, a stop-the-world
+// pause, a starved VM). A busy machine makes timers late by far less than
+// pauseFloor, below which nothing is noted.
+type pauses struct {
+	mu       sync.Mutex
+	from, to time.Time // the last pause seen: from a timer's due time to its firing
+}
+
+const pauseFloor = 500 * time.Millisecond
+
+// note notes a timer due at due that fires at now (zero due: none); a pause
+// that overlaps the last one (the same pause seen by another timer) extends it.
+func (p *pauses) note(due, now time.Time) {
+	if due.IsZero() || now.Sub(due) < pauseFloor {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if due.After(p.to) || due.Before(p.from) {
+		p.from = due
+	}
+	if now.After(p.to) {
+		p.to = now
+	}
+}
+
+// across returns how long the pause seen across at lasted, if at least least.
+func (p *pauses) across(at time.Time, least time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.from.After(at) || p.to.Before(at) || p.to.Sub(p.from) < least {
+		return 0
+	}
+	return p.to.Sub(p.from)
+}

@@ -17,7 +17,7 @@
 //	redislock.acquire.wait_time  histogram s            redislock.acquire.result
 //	redislock.hold.duration      histogram s            from acquisition to the release (also after a loss)
 //	redislock.extend.duration    histogram s            round trip of every extension command
-//	redislock.extend.failures    counter {failure}      redislock.extend.failure_reason: not_held, redis_error
+//	redislock.extend.failures    counter {failure}      redislock.extend.failure_reason: not_held, redis_error, paused
 //	redislock.losses             counter {loss}         redislock.lost.reason: expired, taken, unreachable, max_hold
 //	redislock.releases           counter {release}      redislock.release.result: released, not_held, redis_error
 //	redislock.fail_open.runs     counter {run}          RunWithLock runs without a lock (WithFailOpen)
@@ -49,7 +49,9 @@ const (
 	NameKey = attribute.Key("redislock.lock.name")
 	// AcquireResultKey is acquired, not_acquired or redis_error.
 	AcquireResultKey = attribute.Key("redislock.acquire.result")
-	// ExtendFailureReasonKey is not_held or redis_error.
+	// ExtendFailureReasonKey is not_held, redis_error, or paused: the
+	// extension came after the safe deadline because this process did not
+	// run (redislock.ExtendEvent.Paused), no failure of Redis.
 	ExtendFailureReasonKey = attribute.Key("redislock.extend.failure_reason")
 	// LostReasonKey is expired, taken, unreachable or max_hold (other for a
 	// reason this version does not know).
@@ -64,6 +66,7 @@ const (
 	resultRedisError  = "redis_error"
 	resultReleased    = "released"
 	resultNotHeld     = "not_held"
+	reasonPaused      = "paused"
 )
 
 var lostReasons = map[redislock.LostReason]string{
@@ -187,7 +190,7 @@ func New(provider metric.MeterProvider, opts ...Option) (*Observer, error) {
 			"Time locks were held, from acquisition to the release that ended the hold (also after a loss).", holdBoundaries),
 		extend: histogram("redislock.extend.duration",
 			"Round trip of extension commands (watchdog and Lock.Extend), successful or not.", extendBoundaries),
-		extendFailures: counter("redislock.extend.failures", "{failure}", "Extensions that failed, by reason: not_held, redis_error."),
+		extendFailures: counter("redislock.extend.failures", "{failure}", "Extensions that failed, by reason: not_held, redis_error, paused (this process did not run in time)."),
 		losses:         counter("redislock.losses", "{loss}", "Held locks that were lost, by reason: expired, taken, unreachable, max_hold."),
 		releases:       counter("redislock.releases", "{release}", "Releases that reached Redis, by result: released, not_held, redis_error."),
 		failOpen: counter("redislock.fail_open.runs", "{run}",
@@ -202,7 +205,7 @@ func New(provider metric.MeterProvider, opts ...Option) (*Observer, error) {
 		for _, result := range []string{resultAcquired, resultNotAcquired, resultRedisError} {
 			fixed = append(fixed, AcquireResultKey.String(result))
 		}
-		for _, reason := range []string{resultNotHeld, resultRedisError} {
+		for _, reason := range []string{resultNotHeld, resultRedisError, reasonPaused} {
 			fixed = append(fixed, ExtendFailureReasonKey.String(reason))
 		}
 		for _, reason := range lostReasons {
@@ -285,8 +288,11 @@ func (o *Observer) ObserveExtend(e redislock.ExtendEvent) {
 	o.m.extend.Record(ctx, e.Latency.Seconds(), o.attrs(e.Name))
 	if e.Err != nil {
 		reason := resultRedisError
-		if errors.Is(e.Err, redislock.ErrNotHeld) {
+		switch {
+		case errors.Is(e.Err, redislock.ErrNotHeld):
 			reason = resultNotHeld
+		case e.Paused > 0:
+			reason = reasonPaused
 		}
 		o.m.extendFailures.Add(ctx, 1, o.attrs(e.Name, ExtendFailureReasonKey.String(reason)))
 	}

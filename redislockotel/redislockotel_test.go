@@ -137,6 +137,13 @@ func TestExtensions(t *testing.T) {
 		eventuallyCounter(t, reader, "redislock.extend.failures", extendFailure("not_held"), 1)
 		eventuallyCounter(t, reader, "redislock.losses", lostReason("expired"), 1)
 	})
+
+	t.Run("an extension too late because this process did not run is no redis_error", func(t *testing.T) {
+		reader, obs := newObserver(t)
+		obs.ObserveExtend(redislock.ExtendEvent{Name: "report", Watchdog: true, Err: context.DeadlineExceeded, Paused: 5 * time.Second})
+		require.Equal(t, int64(1), counter(t, reader, "redislock.extend.failures", extendFailure("paused")))
+		require.Equal(t, int64(0), counter(t, reader, "redislock.extend.failures", extendFailure("redis_error")))
+	})
 }
 
 func TestLosses(t *testing.T) {

@@ -20,7 +20,7 @@
 //	redislock_wait_seconds{result}       time from the Acquire call to its end
 //	redislock_hold_seconds               time from acquisition to release (also after a loss)
 //	redislock_extend_duration_seconds    round trip of every extension command
-//	redislock_extend_failures_total{reason}  extensions that failed: not_held, redis_error
+//	redislock_extend_failures_total{reason}  extensions that failed: not_held, redis_error, paused
 //	redislock_lost_total{reason}         held locks lost: expired, taken, unreachable, max_hold
 //	redislock_releases_total{result}     releases that reached Redis: released, not_held, redis_error
 //	redislock_fail_open_total            RunWithLock runs without a lock (WithFailOpen)
@@ -48,6 +48,9 @@ const (
 	resultRedisError  = "redis_error"
 	resultReleased    = "released"
 	resultNotHeld     = "not_held"
+	// reasonPaused: an extension too late because this process did not run
+	// (redislock.ExtendEvent.Paused), no failure of Redis.
+	reasonPaused = "paused"
 )
 
 // lostReasons maps every LostReason to its label value; a reason added to
@@ -297,7 +300,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		wait:           histogram("wait_seconds", "Time from an Acquire call to its end, by result (acquired, not_acquired, redis_error).", c.waitBuckets, "result"),
 		hold:           histogram("hold_seconds", "Time locks were held, from acquisition to the release that ended the hold (also after a loss).", c.holdBuckets),
 		extend:         histogram("extend_duration_seconds", "Round trip of extension commands (watchdog and Lock.Extend), successful or not.", c.extendBuckets),
-		extendFailures: counter("extend_failures_total", "Extensions that failed, by reason (not_held, redis_error).", "reason"),
+		extendFailures: counter("extend_failures_total", "Extensions that failed, by reason (not_held, redis_error, paused: this process did not run in time).", "reason"),
 		lost:           counter("lost_total", "Held locks that were lost, by reason (expired, taken, unreachable, max_hold).", "reason"),
 		releases:       counter("releases_total", "Releases that reached Redis, by result (released, not_held, redis_error).", "result"),
 		failOpen:       counter("fail_open_total", "RunWithLock calls that ran without the lock because Redis could not be reached (WithFailOpen)."),
@@ -317,7 +320,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		}
 		o.observers[seriesKey{m.hold, ""}] = m.hold.WithLabelValues()
 		o.observers[seriesKey{m.extend, ""}] = m.extend.WithLabelValues()
-		for _, reason := range []string{resultNotHeld, resultRedisError} {
+		for _, reason := range []string{resultNotHeld, resultRedisError, reasonPaused} {
 			o.counters[seriesKey{m.extendFailures, reason}] = m.extendFailures.WithLabelValues(reason)
 		}
 		for _, reason := range lostReasons {
@@ -427,8 +430,11 @@ func (o *Observer) ObserveExtend(e redislock.ExtendEvent) {
 	o.observer(o.m.extend, e.Name).Observe(e.Latency.Seconds())
 	if e.Err != nil {
 		reason := resultRedisError
-		if errors.Is(e.Err, redislock.ErrNotHeld) {
+		switch {
+		case errors.Is(e.Err, redislock.ErrNotHeld):
 			reason = resultNotHeld
+		case e.Paused > 0:
+			reason = reasonPaused
 		}
 		o.counter(o.m.extendFailures, e.Name, reason).Inc()
 	}

@@ -146,6 +146,13 @@ func TestExtensions(t *testing.T) {
 		eventuallyCounter(t, reg, "redislock_extend_failures_total", map[string]string{"reason": "not_held"}, 1)
 		eventuallyCounter(t, reg, "redislock_lost_total", map[string]string{"reason": "expired"}, 1)
 	})
+
+	t.Run("an extension too late because this process did not run is no redis_error", func(t *testing.T) {
+		reg, obs := newObserver(t)
+		obs.ObserveExtend(redislock.ExtendEvent{Name: "report", Watchdog: true, Err: context.DeadlineExceeded, Paused: 5 * time.Second})
+		require.Equal(t, 1.0, counter(t, reg, "redislock_extend_failures_total", map[string]string{"reason": "paused"}))
+		require.Equal(t, 0.0, counter(t, reg, "redislock_extend_failures_total", map[string]string{"reason": "redis_error"}))
+	})
 }
 
 func TestLosses(t *testing.T) {

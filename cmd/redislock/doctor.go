@@ -338,7 +338,12 @@ func (d *doctor) replication(ctx context.Context) check {
 	} else if err != nil {
 		minReplicas = "unknown (" + line(err) + ")"
 	}
-	return check{name, statusRisk, fmt.Sprintf("%d connected replica(s), min-replicas-to-write %s: replication is asynchronous, so a failover can lose a lock just taken unless clients use WithReplicaAck", replicas, minReplicas)}
+	remedy := "unless clients use WithReplicaAck"
+	if d.cluster || d.info["redis_mode"] == "cluster" {
+		// New refuses WithReplicaAck on a ClusterClient: advise only what works there.
+		remedy = "(no client can wait for replicas on a Cluster: fence what a second holder must not write)"
+	}
+	return check{name, statusRisk, fmt.Sprintf("%d connected replica(s), min-replicas-to-write %s: replication is asynchronous, so a failover can lose a lock just taken %s", replicas, minReplicas, remedy)}
 }
 
 func (d *doctor) latency(ctx context.Context) check {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -359,6 +360,16 @@ func TestDoctorOnACluster(t *testing.T) {
 		require.Equal(t, 0, code, checks)
 		require.Regexp(t, `^Redis \S+, Redis Cluster node \((primary|replica)\)$`, checks["server"].Detail)
 		require.Equal(t, statusOK, checks["permissions"].Status, checks["permissions"])
+	})
+
+	t.Run("replicas on a cluster are a risk, without WithReplicaAck: New refuses it on a ClusterClient", func(t *testing.T) {
+		code, checks := runDoctor(t, env("REDIS_URL=redis://"+seed), "--redis-mode", "cluster")
+		require.Equal(t, 0, code, checks)
+		require.Equal(t, statusRisk, checks["replication"].Status, checks["replication"])
+		require.Contains(t, checks["replication"].Detail, "1 connected replica(s)")
+		require.NotContains(t, checks["replication"].Detail, "WithReplicaAck", "doctor advises nothing the library refuses")
+		_, err := redislock.New(cluster.Client(t), redislock.WithReplicaAck(1, time.Second)).Acquire(context.Background(), "advice")
+		require.ErrorIs(t, err, redislock.ErrInvalidArgument, "the library refuses it on a cluster")
 	})
 
 	t.Run("a cluster user without CLUSTER SLOTS is broken: the client cannot route", func(t *testing.T) {

@@ -111,8 +111,8 @@ func podMain(name string) int {
 	var lost *redislock.LostError
 	switch {
 	case errors.As(err, &lost):
-		tl.Say(name, "RunWithLock: the lock was lost during the job: %s", lost.Reason)
-		tl.Say(name, "(%s)", whyLost(lost.Reason))
+		tl.Say(name, "RunWithLock: the lock was lost during the job: %v", lost)
+		tl.Say(name, "(%s)", whyLost(lost))
 	case err != nil:
 		tl.Say(name, "error: %v", err)
 		return 1
@@ -130,16 +130,19 @@ func podMain(name string) int {
 	return 0
 }
 
-// whyLost says what a loss reason means for the frozen pod. Which one it
-// gets is a race on waking: its watchdog's first extension finds the key
-// gone (Expired), or its safe-deadline timer, already past, fires first
-// (Unreachable).
-func whyLost(reason redislock.LostReason) string {
-	switch reason {
+// whyLost says what a loss means for the frozen pod. Which reason it gets
+// is a race on waking: its watchdog's first extension finds the key gone
+// (Expired), or its safe-deadline timer, already past, fires first
+// (Unreachable, with the pause its timers saw).
+func whyLost(lost *redislock.LostError) string {
+	switch lost.Reason {
 	case redislock.Expired:
 		return "its first extension after waking found the key gone: the lease ran out while it was frozen"
 	case redislock.Unreachable:
-		return "its safe deadline passed while it was frozen; Redis was up, but a frozen process cannot tell its own pause from an outage"
+		if lost.Paused > 0 {
+			return "its safe deadline passed while it was frozen: its timers fired " + lost.Paused.Round(10*time.Millisecond).String() + " late, so it knows it did not run, and does not blame Redis"
+		}
+		return "its safe deadline passed while it was frozen; Redis was up, but a pause too short to tell from an outage is reported as one"
 	case redislock.Taken:
 		return "another pod held the key when it woke"
 	}
