@@ -141,7 +141,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	if queued {
 		call.ctx, call.cmd = nil, nil
 		batchCalls.Put(call)
-	} else if why != errClosing && b.replied(call) {
+	} else if why != errClosing && b.replied(l, call) {
 		// Answered soon after ctx ended: that settles what it did.
 		return cmd
 	} // else: the flusher signals a channel nobody reads
@@ -178,13 +178,19 @@ func (e *onItsWay) settled() (done, landed bool) {
 	}
 }
 
-// replyGrace is how long a caller whose ctx ended while its command was on
-// its way still waits for the reply (see do).
+// replyGrace is how long past its callers' latest deadline a pipeline
+// still reads its replies (see send): a reply read settles what the command
+// did (onItsWay.settled), so the janitor need not give back blindly.
 const replyGrace = 250 * time.Millisecond
 
-// replied waits up to replyGrace for the reply of call, which is on its way.
-func (b *batcher) replied(call *batchCall) bool {
-	t := time.NewTimer(replyGrace)
+// replied waits for the reply of call, on its way, as long as a send of l
+// may take before it is late (lateAfter, the link's usual round trip): on a
+// healthy link the reply settles what the command did; on a stalled one
+// the caller goes on at once (its ctx has ended) and the janitor gives the
+// attempt back. (A constant 250 ms made every waiter that gave up on a
+// stalled link return that late.)
+func (b *batcher) replied(l *lane, call *batchCall) bool {
+	t := time.NewTimer(b.lateFor(l))
 	defer t.Stop()
 	select {
 	case <-call.done:
@@ -194,6 +200,13 @@ func (b *batcher) replied(call *batchCall) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// lateFor is lateAfter(l), taking b.mu.
+func (b *batcher) lateFor(l *lane) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lateAfter(l)
 }
 
 // unsentError is the error of a command that never left the queue: its
@@ -432,8 +445,8 @@ func (b *batcher) send(batch []*batchCall) {
 		}
 	}
 	if !latest.IsZero() {
-		// A caller whose ctx ends while its command is on its way still
-		// waits replyGrace for the reply (see do): so does the pipeline.
+		// Its replies are read replyGrace past that deadline, so that a
+		// command whose caller gave up on its way is settled (see replied).
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(replyGrace))
 		defer cancel()

@@ -122,13 +122,21 @@ func (j *janitor) flush(ctx context.Context) {
 	}
 }
 
-// leaveWait bounds how long a waiter that gives up waits for Client.leave (a var for tests).
-var leaveWait = 250 * time.Millisecond
+// leaveWait is the least a waiter that gives up waits for Client.leave:
+// 0, the link's usual round trip decides (a var for tests).
+var leaveWait time.Duration
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, before the waiter returns, on a goroutine of its
-// own (go-redis may not honour a deadline while it reads), waited for at
-// most leaveWait; the janitor retries a failure.
+// handed to it meanwhile, on a goroutine of its own (go-redis may not
+// honour a deadline while it reads); the janitor retries a failure. The
+// waiter waits for it as long as a command of the link may take before it
+// is late (the batcher's lateAfter, its usual round trip): on a healthy
+// link the give-back has landed when the waiter returns, so no release can
+// hand it the lock after it left, and none of its commands is still on a
+// connection when its caller goes on (and, say, closes the go-redis
+// client); on a stalled link it returns at once, and leaving is finished in
+// the background. (A constant 250 ms made every waiter that gave up on a
+// stalled link return that late.)
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses
@@ -143,7 +151,11 @@ func (c *Client) leave(ref *lockRef) {
 			c.cleaner.add(ref, time.Now().Add(queueHold))
 		}
 	}()
-	t := time.NewTimer(leaveWait)
+	wait := defaultMaxLate // a client that does not batch: the bound of a late send
+	if s, ok := c.store.(singleStore); ok && s.batch != nil {
+		wait = s.batch.lateFor(s.batch.lane(context.Background(), ref.key))
+	}
+	t := time.NewTimer(max(wait, leaveWait))
 	defer t.Stop()
 	select {
 	case <-done:
