@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Acquire takes the lock called name, or fails.
@@ -147,6 +149,7 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	}
 	if a.queued {
 		a.ticket = handoffTicket(r.token)
+		r.leftKey = lockrules.Left(r.key, a.ticket)
 	}
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
@@ -324,8 +327,11 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 	return lease, true
 }
 
-// giveBackUncertain: what an unanswered attempt may take, a lease and a queue place (queueHold).
+// giveBackUncertain: what an unanswered attempt may take, a lease and a queue
+// place (queueHold). The give-back marks the waiter gone: the attempt may
+// still arrive, after it (see lockRef.giveBackArgs).
 func (a *acquisition) giveBackUncertain(way *onItsWay) {
+	a.l.ref.markLeft = true
 	a.c.cleaner.addUncertain(&a.l.ref, max(a.o.ttl, queueHold), way)
 }
 

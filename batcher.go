@@ -183,14 +183,13 @@ func (e *onItsWay) settled() (done, landed bool) {
 // did (onItsWay.settled), so the janitor need not give back blindly.
 const replyGrace = 250 * time.Millisecond
 
-// replied waits for the reply of call, on its way, as long as a send of l
-// may take before it is late (lateAfter, the link's usual round trip): on a
-// healthy link the reply settles what the command did; on a stalled one
-// the caller goes on at once (its ctx has ended) and the janitor gives the
-// attempt back. (A constant 250 ms made every waiter that gave up on a
-// stalled link return that late.)
+// replied waits for the reply of call, on its way, as long as the link
+// usually takes (usualWait): on a healthy link the reply settles what the
+// command did; on a stalled one the caller goes on at once (its ctx has
+// ended) and the janitor gives the attempt back. (A constant 250 ms made
+// every waiter that gave up on a stalled link return that late.)
 func (b *batcher) replied(l *lane, call *batchCall) bool {
-	t := time.NewTimer(b.lateFor(l))
+	t := time.NewTimer(b.usualWait(l))
 	defer t.Stop()
 	select {
 	case <-call.done:
@@ -202,11 +201,13 @@ func (b *batcher) replied(l *lane, call *batchCall) bool {
 	}
 }
 
-// lateFor is lateAfter(l), taking b.mu.
-func (b *batcher) lateFor(l *lane) time.Duration {
+// usualWait is how long a caller waits for a reply of l before it counts
+// the link as stalled: the late rule within its usual bounds (which gated
+// tests do not stretch), so 1 to 20 ms.
+func (b *batcher) usualWait(l *lane) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.lateAfter(l)
+	return l.lateWithin(defaultMinLate, defaultMaxLate)
 }
 
 // unsentError is the error of a command that never left the queue: its
@@ -282,9 +283,10 @@ func (l *lane) observe(slot *sendSlot, took time.Duration) {
 // its usual round trip, so a slow link or starved process does not split
 // its own batches, within [minLate, maxLate]. A slow batch taken for late
 // costs only the second batch it lets start. b.mu is held.
-func (b *batcher) lateAfter(l *lane) time.Duration {
-	return min(max(8*l.usual, b.minLate), b.maxLate)
-}
+func (b *batcher) lateAfter(l *lane) time.Duration { return l.lateWithin(b.minLate, b.maxLate) }
+
+// lateWithin is eight times l's usual round trip, within [lo, hi].
+func (l *lane) lateWithin(lo, hi time.Duration) time.Duration { return min(max(8*l.usual, lo), hi) }
 
 // live counts l's sends under way that are not late, and tells whether one
 // of them carries a batch of several. b.mu is held.

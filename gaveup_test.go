@@ -111,3 +111,78 @@ func (h *sentOn) count(cmd redis.Cmder) {
 		}
 	}
 }
+
+// A command of a waiter that gave up, held in the network past go-redis's
+// ReadTimeout and arriving after the waiter left the queue, does not put it
+// back in line: the holder's release right after lets the next caller in.
+// (The late refresh queued the gone waiter again, with a fresh place, and
+// the release handed it the name, held by nobody for the hand-over's
+// second; the janitor's give-backs had stopped a lease after Redis first
+// answered them.)
+func TestALateCommandOfAWaiterThatLeftDoesNotQueueItAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ holder, waiter familyKind }{
+		{exclusiveKind, exclusiveKind}, {exclusiveKind, sharedKind}, {semaphoreKind, semaphoreKind},
+	} {
+		t.Run(tc.waiter.name+" waiter", func(t *testing.T) {
+			t.Parallel()
+			forEachBackend(t, func(t *testing.T, b *backend) {
+				ctx := context.Background()
+				name := "late-" + strings.ReplaceAll(tc.waiter.name, " ", "-")
+				key := "lock:{" + name + "}"
+				proxy := newProxy(t, b.rdb.Options().Addr)
+				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second})
+				t.Cleanup(func() { _ = rdb.Close() })
+				waiter := redislock.New(rdb, quiet, redislock.WithTTL(time.Second))
+				t.Cleanup(func() { _ = waiter.Close(ctx) })
+				holders := redislock.New(b.rdb, quiet)
+				holder, err := tc.holder.acquire(ctx, holders, name, redislock.WithTTL(time.Minute))
+				require.NoError(t, err)
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				returned := make(chan error, 1)
+				go func() {
+					_, err := tc.waiter.acquire(wctx, waiter, name, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
+					returned <- err
+				}()
+				channel := key + ":released"
+				eventually(t, 10*time.Second, func() bool {
+					return queueLen(t, b.rdb, name) == 1 && b.rdb.PubSubNumSub(ctx, channel).Val()[channel] == 1
+				}, "the waiter never queued and listened")
+
+				// Its next look at the lock (every half second) is held in
+				// the network; its ctx ends meanwhile.
+				caught, heal := proxy.HoldNext([]byte(key + "\r\n")) // the key, not its channels
+				select {
+				case <-caught:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the waiter sent no refresh")
+				}
+				cancel()
+				require.ErrorIs(t, <-returned, context.Canceled)
+				// Its give-back, on another connection, took its place out.
+				eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, name) == 0 }, "the waiter's place was not given back")
+				marks := b.rdb.Keys(ctx, key+":left:*").Val()
+				require.Len(t, marks, 1, "the give-back marks the waiter gone")
+				require.Greater(t, b.rdb.PTTL(ctx, marks[0]).Val(), 15*time.Minute, "for as long as a command can be in flight")
+				// The network heals past go-redis's ReadTimeout (1 s), and
+				// past the janitor's retries (a lease, 1.5 s at least, after
+				// Redis first answered): the held refresh arrives late.
+				time.Sleep(2 * time.Second)
+				heal()
+				eventually(t, 10*time.Second, func() bool { return proxy.Held() == 0 }, "the held refresh was not forwarded")
+				// The holder releases 20 ms later, as in the trial (a
+				// window that only lets the code before show its fault:
+				// with the mark, the late refresh changes nothing whenever
+				// it runs).
+				time.Sleep(20 * time.Millisecond)
+				queued := b.rdb.ZRange(ctx, key+":q", 0, -1).Val()
+				require.NoError(t, holder.Release(ctx))
+				next, err := tc.holder.acquire(ctx, holders, name)
+				require.NoError(t, err, "a caller that does not wait, right after the release (the queue held %v)", queued)
+				require.NoError(t, next.Release(ctx))
+				require.Zero(t, queueLen(t, b.rdb, name), "the gone waiter is back in line")
+			})
+		})
+	}
+}

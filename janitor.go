@@ -43,6 +43,9 @@ const (
 	janitorMaxPartition = 15*time.Minute + 25*time.Second
 )
 
+// leftMarkMs: how long a waiter's mark lasts (see lockRef.giveBackArgs).
+var leftMarkMs any = janitorMaxPartition.Milliseconds()
+
 func newJanitor(s store, bg *background) *janitor {
 	j := &janitor{store: s}
 	j.init(bg, func(c *cleanup) time.Time { return c.due }, func(c *cleanup) *int { return &c.index }, j.round)
@@ -129,8 +132,8 @@ var leaveWait time.Duration
 // leave takes ref's place out of the lock's queue, and gives back a lock
 // handed to it meanwhile, on a goroutine of its own (go-redis may not
 // honour a deadline while it reads); the janitor retries a failure. The
-// waiter waits for it as long as a command of the link may take before it
-// is late (the batcher's lateAfter, its usual round trip): on a healthy
+// waiter waits for it as long as the link usually takes (the batcher's
+// usualWait, its late rule): on a healthy
 // link the give-back has landed when the waiter returns, so no release can
 // hand it the lock after it left, and none of its commands is still on a
 // connection when its caller goes on (and, say, closes the go-redis
@@ -153,7 +156,7 @@ func (c *Client) leave(ref *lockRef) {
 	}()
 	wait := defaultMaxLate // a client that does not batch: the bound of a late send
 	if s, ok := c.store.(singleStore); ok && s.batch != nil {
-		wait = s.batch.lateFor(s.batch.lane(context.Background(), ref.key))
+		wait = s.batch.usualWait(s.batch.lane(context.Background(), ref.key))
 	}
 	t := time.NewTimer(max(wait, leaveWait))
 	defer t.Stop()

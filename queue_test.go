@@ -188,7 +188,10 @@ func stalledPastRefresh(t *testing.T, n int64, handedAt time.Time, what string) 
 	return true
 }
 
+// A waiter that gives up leaves the queue, and leaves no mark: none of its
+// commands is on its way (its refresh is put out of reach; not parallel).
 func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	t.Cleanup(redislock.SetQueueRefresh(time.Hour))
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		addr := b.rdb.Options().Addr
@@ -205,6 +208,8 @@ func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		require.ErrorIs(t, g.err, context.Canceled)
 		// It leaves the queue in the background, after returning.
 		eventually(t, 5*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 0 }, "the waiter did not leave the queue")
+
+		require.Empty(t, b.rdb.Keys(ctx, "lock:{job}:left:*").Val(), "a waiter that left with nothing on its way left a mark")
 
 		// The release then frees the lock for anyone: nobody is in line.
 		require.NoError(t, holder.Release(ctx))

@@ -3,10 +3,12 @@
 -- queue, so that the holder's release hands the lock to it (release.lua).
 -- KEYS[1]  the lock key
 -- KEYS[2]  with ARGV[3] = '1': the fence counter key
--- then, with ARGV[4] > 0, the last two:
+-- then, with ARGV[4] > 0, the last three:
 --   the queue: waiters' tokens by arrival time (ms)
 --   the queue's expiries: waiters' tokens by the time (ms) their place
 --   lapses unless they come back
+--   the caller's mark: set when it left while a command of its was on its
+--   way (see handover.lua's leave); a marked caller takes nothing
 -- (all in one hash slot)
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
@@ -22,7 +24,7 @@
 --                       first reply was lost)
 --          0            acquired, without a fence
 --          -2 - pttl    held by someone else, for pttl ms more; -1: the key
---                       has no expiry (PTTL -1)
+--                       has no expiry (PTTL -1), or the caller is marked
 --          an error     WRONGTYPE when the key holds a non-string value, or
 --                       the counter's error, or a counter that did not give
 --                       a positive number (then nothing is left set)
@@ -30,7 +32,10 @@
 -- takes locks, and its waiters poll instead.
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
-local queue, expiries = KEYS[#KEYS - 1], KEYS[#KEYS]
+local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
+if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
+  return -1 -- a late command of a waiter that left: it is not back
+end
 -- The lock key's value, false when there is none, or an error reply.
 local function read()
   local value = redis.pcall('GET', KEYS[1])

@@ -21,6 +21,11 @@
 -- head, when the caller read it already, is the queue's first member.
 -- Returns true when the lock was handed to a waiter.
 -- announceHandover(publish, channel, member, lease) is that announcement.
+-- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
+-- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
+-- long as a command of its may be on its way, so that such a command,
+-- arriving later, neither queues it again nor takes the lock (a release
+-- would hand the lock to nobody). Returns how many places it had.
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
@@ -29,6 +34,13 @@ local function announceHandover(publish, channel, member, lease)
     end
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
+end
+local function leave(queue, expiries, token, mark, keep)
+  if mark then
+    redis.call('SET', mark, '1', 'PX', keep)
+  end
+  redis.pcall('ZREM', expiries, token)
+  return redis.pcall('ZREM', queue, token)
 end
 -- A shared waiter's token has 's' after its Client's tag and '.'.
 local function sharedWaiter(member)

@@ -8,6 +8,8 @@
 -- KEYS[1]  the holders (see semaphore_acquire.lua)
 -- KEYS[2]  the queue
 -- KEYS[3]  the queue's expiries
+-- KEYS[4]  optional, with ARGV[4]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[5] ms
 -- ARGV[1]  the holder's token
 -- ARGV[2]  PUBLISH, or SPUBLISH on a cluster; '' for none
 -- ARGV[3]  how long (ms) the slot handed to a waiter is held for it, a
@@ -25,8 +27,7 @@ local token = ARGV[1]
 local lease, limit = string.match(ARGV[3], '^(%d+) (%d+)$')
 local left = 0
 if ARGV[4] == '1' then
-  left = redis.call('ZREM', KEYS[2], token)
-  redis.call('ZREM', KEYS[3], token)
+  left = leave(KEYS[2], KEYS[3], token, KEYS[4], ARGV[5])
 end
 local ours = redis.pcall('ZSCORE', KEYS[1], token)
 if type(ours) == 'table' then
