@@ -139,11 +139,9 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	a.queued = waitsOnServer && a.kind != multiLock
 	r.waiting = waitsOnServer
 	switch {
-	case a.kind == sharedHold:
-		// Our place in the queue; its 's' tells the scripts a shared waiter.
-		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
-	case a.queued:
-		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
+	case a.queued || a.kind == sharedHold:
+		// Our place in the queue: its mark tells the scripts our kind.
+		r.token = valueOf(waiterToken(a.c.rooms().tag, a.kind.waiterMark()), a.o.metadata)
 	case waitsOnServer:
 		r.multi.watcher = "~" + rand.Text()
 	}

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,8 +36,7 @@ func TestAWaiterThatGivesUpOnAStalledLinkReturnsAtOnce(t *testing.T) {
 				proxy := newProxy(t, b.rdb.Options().Addr)
 				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 				t.Cleanup(func() { _ = rdb.Close() })
-				sends := &sentOn{key: "lock:{" + name + "}"}
-				rdb.AddHook(sends)
+				settled, sends := settle(t, b, rdb, name)
 				holder, err := redislock.New(b.rdb, quiet).Acquire(ctx, name, redislock.WithTTL(time.Minute))
 				require.NoError(t, err)
 				wctx, cancel := context.WithCancel(ctx)
@@ -48,14 +48,13 @@ func TestAWaiterThatGivesUpOnAStalledLinkReturnsAtOnce(t *testing.T) {
 					_, err := waiter.Acquire(wctx, name, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
 					returned <- err
 				}()
-				eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, name) == 1 }, "the waiter never queued")
-
+				settled()
 				proxy.SetMode(faultproxy.Blackhole) // every connection stalls, new ones too
 				if refreshing {
 					// Its next look at the lock (every half second) goes
 					// out into the stall.
-					n := sends.n.Load()
-					eventually(t, 10*time.Second, func() bool { return sends.n.Load() > n }, "the waiter sent no refresh")
+					n := sends.sent.Load()
+					eventually(t, 10*time.Second, func() bool { return sends.sent.Load() > n }, "the waiter sent no refresh")
 				}
 				cancel()
 				gaveUp := time.Now()
@@ -78,38 +77,69 @@ func TestAWaiterThatGivesUpOnAStalledLinkReturnsAtOnce(t *testing.T) {
 	})
 }
 
-// sentOn is a go-redis hook that counts the commands on key it starts to
-// send, lone or pipelined, whether or not a reply comes.
+// sentOn is a go-redis hook that counts the commands on key, lone or
+// pipelined: those it starts to send (sent), whether or not a reply comes,
+// those whose reply was read (done), and among them the calls (the EVAL
+// after an EVALSHA refused with NOSCRIPT is the call).
 type sentOn struct {
-	key string
-	n   atomic.Int64
+	key               string
+	sent, done, calls atomic.Int64
 }
 
 func (h *sentOn) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *sentOn) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
+		return h.count([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
 	}
 }
 
 func (h *sentOn) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return next(ctx, cmds)
+		return h.count(cmds, func() error { return next(ctx, cmds) })
 	}
 }
 
-func (h *sentOn) count(cmd redis.Cmder) {
-	for _, arg := range cmd.Args() {
-		if s, ok := arg.(string); ok && s == h.key {
-			h.n.Add(1)
-			return
+func (h *sentOn) count(cmds []redis.Cmder, send func() error) error {
+	var on []redis.Cmder
+	for _, cmd := range cmds {
+		if slices.ContainsFunc(cmd.Args(), func(arg any) bool { return arg == any(h.key) }) {
+			on = append(on, cmd)
 		}
 	}
+	h.sent.Add(int64(len(on)))
+	err := send()
+	for _, cmd := range on {
+		failed := cmd.Err()
+		if failed == nil && len(cmds) == 1 {
+			failed = err // a lone command's error is set on it once the hooks returned
+		}
+		if !redis.HasErrorPrefix(failed, "NOSCRIPT") {
+			h.calls.Add(1)
+		}
+		h.done.Add(1)
+	}
+	return err
+}
+
+// settle adds to rdb, the go-redis client of a waiter on name, a hook by
+// which settled returns once the waiter queued, listened, and tried once
+// more (a waiter tries again once its subscription is confirmed, so that a
+// release in between is not missed), every answer read: from then on it
+// sends nothing until a release wakes it or its refresh (half a second)
+// comes.
+func settle(t *testing.T, b *backend, rdb *redis.Client, name string) (settled func(), sends *sentOn) {
+	t.Helper()
+	sends = &sentOn{key: "lock:{" + name + "}"}
+	rdb.AddHook(sends)
+	channel := sends.key + ":released"
+	return func() {
+		t.Helper()
+		eventually(t, 10*time.Second, func() bool {
+			return sends.calls.Load() >= 2 && sends.done.Load() == sends.sent.Load() && queueLen(t, b.rdb, name) == 1 &&
+				b.rdb.PubSubNumSub(context.Background(), channel).Val()[channel] == 1
+		}, "the waiter never queued, listened and tried again")
+	}, sends
 }
 
 // A command of a waiter that gave up, held in the network past go-redis's

@@ -487,8 +487,8 @@ func TestAHandedSemaphoreSlotKeepsItsSetAlive(t *testing.T) {
 		require.NoError(t, err)
 		// A waiter of a process that went away right after queuing.
 		now := time.Now().UnixMilli()
-		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:q", redis.Z{Score: float64(now), Member: "GONEGONEGO.AAAA"}).Err())
-		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:qx", redis.Z{Score: float64(now + 1500), Member: "GONEGONEGO.AAAA"}).Err())
+		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:q", redis.Z{Score: float64(now), Member: "GONEGONEGO.nAAAA"}).Err())
+		require.NoError(t, rdb.ZAdd(ctx, "lock:{alone}:qx", redis.Z{Score: float64(now + 1500), Member: "GONEGONEGO.nAAAA"}).Err())
 		require.NoError(t, holder.Release(ctx))
 		ttl := rdb.PTTL(ctx, "lock:{alone}").Val()
 		require.Positive(t, ttl, "the handed slot's set expires")
@@ -726,4 +726,116 @@ func (g *attemptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		return g.pass(cmds, func() error { return next(ctx, cmds) })
 	}
+}
+
+// A release hands a name only to a waiter that can take what it lets go:
+// a semaphore's slot to a semaphore's waiter, a lock to a lock's (exclusive
+// or shared); a waiter of another kind stays in line, and hears the name
+// freed. Both cases start with a holder that crashed (its key deleted, as
+// its lease would lapse) while a waiter of its kind is queued, and a caller
+// of the other kind taking the free name: a semaphore caller counts the
+// queue and takes a slot beside the waiter, a plain Acquire's SET NX
+// ignores it. (Its release handed the name to the waiter's token as its
+// own kind: the waiter took a semaphore's slot for a lock, or a lock for a
+// slot, and the name was held by a token nobody could use until the
+// hand-over lapsed.) The waiters' refresh is put out of reach, so that
+// only the release lets them in; not parallel.
+func TestAHandOverGoesOnlyToAWaiterThatCanTakeIt(t *testing.T) {
+	t.Cleanup(redislock.SetQueueRefresh(time.Hour))
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+		// queued starts a waiter on a Client of its own and returns once it
+		// queued, listened and tried once more (see settle).
+		queued := func(t *testing.T, name string, acquire func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error)) <-chan lockResult {
+			t.Helper()
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			t.Cleanup(cancel)
+			rdb := newRedisClient(t, b.rdb.Options().Addr)
+			settled, _ := settle(t, b, rdb, name)
+			got := goAcquire(func() (*redislock.Lock, error) { return acquire(wctx, redislock.New(rdb, quiet)) })
+			settled()
+			return got
+		}
+		wait := redislock.WithRetry(redislock.LinearBackoff(time.Minute))
+
+		t.Run("a lock's waiter, a semaphore's release", func(t *testing.T) {
+			const name, key = "crossed-slot", "lock:{crossed-slot}"
+			require.NoError(t, b.rdb.Set(ctx, key, "CRASHEDHOLDER", time.Minute).Err())
+			got := queued(t, name, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+				return c.Acquire(ctx, name, wait)
+			})
+			require.NoError(t, b.rdb.Del(ctx, key).Err()) // its lease lapses
+			slot, err := c.AcquireSemaphore(ctx, name, 2)
+			require.NoError(t, err, "a slot beside the one the queued waiter is owed")
+			require.NoError(t, slot.Release(ctx))
+			r := receive(t, got, 10*time.Second)
+			require.NoError(t, r.err)
+			require.Equal(t, r.l.Token(), b.rdb.Get(ctx, key).Val(), "the waiter holds the name as a lock")
+			require.NoError(t, r.l.Release(ctx))
+		})
+
+		t.Run("a semaphore's waiter, a lock's release", func(t *testing.T) {
+			const name, key = "crossed-lock", "lock:{crossed-lock}"
+			crashed, err := c.AcquireSemaphore(ctx, name, 1)
+			require.NoError(t, err)
+			got := queued(t, name, func(ctx context.Context, c *redislock.Client) (*redislock.Lock, error) {
+				return c.AcquireSemaphore(ctx, name, 1, wait)
+			})
+			require.NoError(t, b.rdb.Del(ctx, key).Err()) // its lease lapses
+			lock, err := c.Acquire(ctx, name)
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(ctx))
+			r := receive(t, got, 10*time.Second)
+			require.NoError(t, r.err)
+			require.NoError(t, b.rdb.ZScore(ctx, key, r.l.Token()).Err(), "the waiter holds a slot")
+			require.NoError(t, r.l.Release(ctx))
+			_ = crashed.Release(ctx) // its slot is gone: ErrNotHeld
+		})
+	})
+}
+
+// Every kind of waiter is queued by one clock: the waiter that came first
+// stays first. Here a semaphore's waiter queues, the semaphore's holder
+// crashes, a plain lock takes the name and an exclusive waiter queues
+// behind it. (A semaphore's waiter's arrival counted in microseconds, the
+// others' in milliseconds: the later exclusive waiter went ahead.) The
+// waiters' refresh is put out of reach (the semaphore's waiter would find
+// a lock and give up); not parallel.
+func TestWaitersOfEveryKindQueueByOneClock(t *testing.T) {
+	t.Cleanup(redislock.SetQueueRefresh(time.Hour))
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		const name, key = "one-clock", "lock:{one-clock}"
+		c := redislock.New(b.rdb, quiet)
+		crashed, err := c.AcquireSemaphore(ctx, name, 1)
+		require.NoError(t, err)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		wait := redislock.WithRetry(redislock.LinearBackoff(time.Minute))
+		rdb := newRedisClient(t, b.rdb.Options().Addr)
+		settled, _ := settle(t, b, rdb, name)
+		first := goAcquire(func() (*redislock.Lock, error) {
+			return redislock.New(rdb, quiet).AcquireSemaphore(wctx, name, 1, wait)
+		})
+		settled()
+		head := b.rdb.ZRange(ctx, key+":q", 0, 0).Val()
+		require.NoError(t, b.rdb.Del(ctx, key).Err()) // its holder's lease lapses
+		lock, err := c.Acquire(ctx, name)
+		require.NoError(t, err)
+		second := goAcquire(func() (*redislock.Lock, error) { return redislock.New(b.rdb, quiet).Acquire(wctx, name, wait) })
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, name) == 2 }, "the exclusive waiter never queued")
+		require.Equal(t, head, b.rdb.ZRange(ctx, key+":q", 0, 0).Val(), "the first waiter is still first in line")
+
+		// The lock goes to the exclusive waiter (a semaphore's waiter
+		// cannot take it); when that lets go, the semaphore's waiter, still
+		// in line, hears it and takes the free name.
+		require.NoError(t, lock.Release(ctx))
+		for _, got := range []<-chan lockResult{second, first} {
+			r := receive(t, got, 10*time.Second)
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+		_ = crashed.Release(ctx) // its slot is gone: ErrNotHeld
+	})
 }

@@ -4,7 +4,8 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  with ARGV[3] = '1': the fence counter key
 -- then, with ARGV[4] > 0, the last three:
---   the queue: waiters' tokens by arrival time (ms)
+--   the queue: waiters' tokens by arrival time (µs, as every kind's:
+--   see handover.lua)
 --   the queue's expiries: waiters' tokens by the time (ms) their place
 --   lapses unless they come back
 --   the caller's mark: set when it left while a command of its was on its
@@ -122,9 +123,10 @@ end
 if wait > 0 then
   local now = redis.pcall('TIME')
   if type(now) == 'table' and not now.err then
-    now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    now = math.floor(arrival / 1000)
     -- NX: a waiter coming back keeps its place; its expiry moves on.
-    redis.pcall('ZADD', queue, 'NX', now, token)
+    redis.pcall('ZADD', queue, 'NX', arrival, token)
     redis.pcall('ZADD', expiries, now + wait, token)
     -- A queue everybody left vanishes by itself.
     redis.pcall('PEXPIRE', queue, wait)

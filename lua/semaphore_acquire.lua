@@ -104,8 +104,9 @@ if ours then
 end
 if wait > 0 then
   -- NX: a waiter coming back keeps its place; its expiry moves on.
-  -- Arrival in microseconds: two waiters of one millisecond keep their
-  -- order (a tie would fall back to the tokens' order).
+  -- Arrival in microseconds, as every kind's (see handover.lua): two
+  -- waiters of one millisecond keep their order (a tie would fall back to
+  -- the tokens' order).
   redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)

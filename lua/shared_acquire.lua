@@ -14,7 +14,7 @@
 -- sharedToken); any other token in the queue is an exclusive waiter's.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the shared holders: tokens scored by lease end (ms)
--- KEYS[3]  the queue: waiters' tokens by arrival (ms, as acquire.lua)
+-- KEYS[3]  the queue: waiters' tokens by arrival (µs, as acquire.lua)
 -- KEYS[4]  the queue's expiries (ms)
 -- KEYS[5]  with ARGV[3] = '1': the fence counter
 -- last, with ARGV[4] > 0: the caller's mark (as acquire.lua's)
@@ -178,7 +178,7 @@ if ours then
 end
 if wait > 0 then
   -- NX: a waiter coming back keeps its place; its expiry moves on.
-  redis.call('ZADD', KEYS[3], 'NX', now, token)
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)
   redis.call('PEXPIRE', KEYS[4], wait)
