@@ -576,6 +576,62 @@ func TestAnAfterFuncOnTheContextKeepsTheLockUntilStopped(t *testing.T) {
 	})
 }
 
+// A child of a Lock's context is registered with that context until its
+// cancel is called (or its deadline passes), and it points back at the
+// Lock: a child whose cancel is never called (go vet's lostcancel warns of
+// it) keeps a dropped Lock, even when nothing references the child either.
+// The Lock is then held, extended by the watchdog, until its hold ends
+// otherwise: here Client.Close releases it. A child cancelled, or with a
+// deadline that passed, keeps nothing: the dropped Lock is released once
+// collected (docs/lifecycle.md).
+func TestAChildContextNeverCancelledKeepsADroppedLockUntilClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Minute))
+		// dropWithChild takes name, hangs a child on the Lock's context
+		// with child, and drops both.
+		dropWithChild := func(name string, child func(lockCtx context.Context) context.CancelFunc) weak.Pointer[redislock.Lock] {
+			l, err := c.Acquire(ctx, name)
+			require.NoError(t, err)
+			_ = child(l.Context())
+			return weak.Make(l)
+		}
+		releasedOnceCollected := func(name string) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for b.rdb.Exists(ctx, "lock:{"+name+"}").Val() == 1 {
+				require.True(t, time.Now().Before(deadline), "%s is still held after it was dropped", name)
+				runtime.GC() // finds the Lock unreachable; its finalizer runs soon after
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+
+		kept := dropWithChild("child-kept", func(lockCtx context.Context) context.CancelFunc {
+			_, cancel := context.WithCancel(lockCtx)
+			return cancel // dropped, never called
+		})
+		dropWithChild("child-cancelled", func(lockCtx context.Context) context.CancelFunc {
+			_, cancel := context.WithCancel(lockCtx)
+			cancel()
+			return cancel
+		})
+		dropWithChild("child-deadline", func(lockCtx context.Context) context.CancelFunc {
+			_, cancel := context.WithTimeout(lockCtx, 50*time.Millisecond)
+			return cancel // dropped, never called: its deadline cancels it
+		})
+		releasedOnceCollected("child-cancelled")
+		releasedOnceCollected("child-deadline")
+		for range 5 {
+			runtime.GC()
+		}
+		// Still reachable after full collections, so never finalized.
+		require.NotNil(t, kept.Value(), "the Lock was collected while a child never cancelled hangs on its context")
+		require.Equal(t, int64(1), b.rdb.Exists(ctx, "lock:{child-kept}").Val(), "released while a child never cancelled hangs on its context")
+		require.NoError(t, c.Close(ctx))
+		require.Zero(t, b.rdb.Exists(ctx, "lock:{child-kept}").Val(), "Close released it")
+	})
+}
+
 // An attempt still on its way when Close turns its waiter away must not
 // leave a lease held by nobody: here the holder (another Client) releases
 // while the waiter's attempt is stuck in a hook, the release hands the lock
