@@ -346,7 +346,9 @@ func (a *acquisition) failed(err error) error {
 			a.giveBackUncertain(way)
 		}
 		// No call to a Redis that just failed; an error reply took nothing,
-		// and close gives back the place we had.
+		// and close gives back the place we had. (A reply not read within
+		// the link's usual round trip: the janitor's first round, at once,
+		// gives the place back in the background, marked.)
 		a.inQueue = false
 	}
 	switch {

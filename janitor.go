@@ -133,23 +133,24 @@ var leaveWait time.Duration
 // handed to it meanwhile, on a goroutine of its own (go-redis may not
 // honour a deadline while it reads); the janitor retries a failure. The
 // waiter waits for it as long as the link usually takes (the batcher's
-// usualWait, its late rule): on a healthy
-// link the give-back has landed when the waiter returns, so no release can
-// hand it the lock after it left, and none of its commands is still on a
-// connection when its caller goes on (and, say, closes the go-redis
-// client); on a stalled link it returns at once, and leaving is finished in
-// the background. (A constant 250 ms made every waiter that gave up on a
-// stalled link return that late.)
+// usualWait, its late rule) from when that goroutine runs (a busy CPU is
+// no stalled link): on a healthy link the give-back has landed when the
+// waiter returns, so no release can hand it the lock after it left, and
+// none of its commands is still on a connection when its caller goes on
+// (and, say, closes the go-redis client); on a stalled link it returns at
+// once, and leaving is finished in the background. (A constant 250 ms made
+// every waiter that gave up on a stalled link return that late.)
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses
 	}
-	done := make(chan struct{})
+	running, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer c.bg.exit()
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
+		close(running)
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
 			c.cleaner.add(ref, time.Now().Add(queueHold))
 		}
@@ -158,11 +159,16 @@ func (c *Client) leave(ref *lockRef) {
 	if s, ok := c.store.(singleStore); ok && s.batch != nil {
 		wait = s.batch.usualWait(s.batch.lane(context.Background(), ref.key))
 	}
+	select {
+	case <-running:
+	case <-c.closing: // Close tells its waiters at once
+		return
+	}
 	t := time.NewTimer(max(wait, leaveWait))
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-	case <-c.closing: // Close tells its waiters at once
+	case <-c.closing:
 	}
 }
