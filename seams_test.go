@@ -153,7 +153,9 @@ func requireGoneWaitersHandedNothing(t *testing.T, b *backend, holderKind, waite
 // partition.)
 func TestAnAttemptThatLandsAfterALongPartitionIsGivenBack(t *testing.T) {
 	t.Parallel()
-	const ttl = 2 * time.Second
+	// Freed in half the TTL: the janitor retries every 250 ms at most, so
+	// 1.5 s leaves a loaded machine room, and the code before took a TTL.
+	const ttl = 3 * time.Second
 	for _, tc := range []struct{ kind, next familyKind }{
 		{exclusiveKind, exclusiveKind}, {multiKind, multiKind},
 		{sharedKind, exclusiveKind}, // a shared caller would join the late share
@@ -243,11 +245,13 @@ func TestCloseKeepsToItsDeadlineOnAStalledNetwork(t *testing.T) {
 		require.Error(t, err)
 		require.ErrorContains(t, err, "2 locks not confirmed released")
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Less(t, took, time.Second, "Close returns by its ctx's deadline")
+		// Bounds well below the 3 s the code before took, with room for a
+		// loaded machine's scheduling.
+		require.Less(t, took, 2*time.Second, "Close returns by its ctx's deadline")
 		select {
 		case v := <-waited:
 			require.ErrorIs(t, v.err, redislock.ErrClosed)
-			require.Less(t, v.at.Sub(start), 200*time.Millisecond, "the waiter was told at once")
+			require.Less(t, v.at.Sub(start), time.Second, "the waiter was told at once")
 		case <-time.After(time.Second):
 			t.Fatal("the waiter is still waiting after Close returned")
 		}
@@ -555,6 +559,9 @@ func TestAWaiterRefusedByAnErrorReplyLeavesTheQueue(t *testing.T) {
 		require.NoError(t, err)
 		proxy.SetMode(faultproxy.Pass)
 		require.ErrorIs(t, <-done, redislock.ErrLimitMismatch, "the waiter's next look")
+		// Its place is given back as it returns (a loaded machine can
+		// finish that just after: the link's usual round trip bounds the wait).
+		eventually(t, 10*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{limited}:q").Val() == 0 }, "the waiter kept its place")
 		require.NoError(t, x.Release(ctx))
 		y, err := c.AcquireSemaphore(ctx, "limited", 2)
 		require.NoError(t, err)

@@ -69,7 +69,7 @@ type Proxy struct {
 	mode  Mode
 	delay time.Duration
 	held  chan struct{} // in Hold: closed when the proxy leaves it
-	// holding counts the chunks held (Hold, HoldNext) and not written yet.
+	// holding counts the chunks held (Hold, HoldNext) or delayed and not written yet.
 	holding int
 	conns   map[*pair]struct{}
 	// pattern: HoldNext's, until a client sends it; one is closed by its heal.
@@ -164,8 +164,9 @@ func (p *Proxy) heldBy(c *pair, data []byte) chan struct{} {
 	return c.held
 }
 
-// Held returns the number of chunks of bytes held (Hold, HoldNext) and not
-// forwarded yet: one that was is in the server's socket.
+// Held returns the number of chunks of bytes held (Hold, HoldNext) or
+// delayed (Delay) and not forwarded yet: one that was is in its
+// destination's socket.
 func (p *Proxy) Held() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -321,7 +322,7 @@ func (p *Proxy) forward(dst, src net.Conn, from *pair) (closed bool) {
 				}
 			}
 			failed = p.write(dst, src, ch, failed)
-			if ch.held != nil {
+			if ch.held != nil || !ch.due.IsZero() {
 				p.mu.Lock()
 				p.holding-- // written (or dropped): see Held
 				p.mu.Unlock()
@@ -349,6 +350,9 @@ func (p *Proxy) forward(dst, src net.Conn, from *pair) (closed bool) {
 				p.mu.Unlock()
 				queue <- chunk{data: append([]byte(nil), buf[:n]...), held: held}
 			case Delay:
+				p.mu.Lock()
+				p.holding++
+				p.mu.Unlock()
 				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay)}
 			default:
 				queue <- chunk{data: append([]byte(nil), buf[:n]...)}
