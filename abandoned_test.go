@@ -83,7 +83,7 @@ func TestAReplyAfterTheSafeDeadlineGivesTheKeyBack(t *testing.T) {
 		proxy := newProxy(t, b.rdb.Options().Addr)
 		rdb := newRedisClient(t, proxy.Addr())
 		c := redislock.New(rdb, quiet, redislock.WithTTL(50*time.Millisecond))
-		warm, err := c.Acquire(ctx, "slow")
+		warm, err := c.Acquire(ctx, "slow", redislock.WithTTL(time.Minute)) // loads the script; a 50 ms lease could end before its release, under load
 		require.NoError(t, err)
 		require.NoError(t, warm.Release(ctx))
 
