@@ -1,5 +1,6 @@
 -- release: if the lock key holds our token, hand the lock to the first
--- waiter in the lock's queue whose place has not lapsed, or else delete it;
+-- waiter in the lock's queue whose place has not lapsed and that takes a
+-- lock (not a semaphore's), or else delete it;
 -- and announce either to the waiters (handOver, see handover.lua, which
 -- comes first). A waiter giving up runs this script too (ARGV[4]): it
 -- leaves the queue, and passes on a lock handed to it.

@@ -1,6 +1,7 @@
 -- shared_release: give back our shared hold (see shared_acquire.lua); the
 -- last shared holder to leave frees the lock key, handing it to the first
--- waiter in the queue whose place has not lapsed, as release.lua does
+-- waiter in the queue whose place has not lapsed (and that takes a
+-- lock), as release.lua does
 -- (handOver, see handover.lua, which comes first). A
 -- shared waiter giving up runs this script too (ARGV[3]): it leaves the
 -- queue, and passes on a lock handed to it or a share it was let in to.
