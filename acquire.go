@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Acquire takes the lock called name, or fails.
@@ -170,18 +172,16 @@ func (a *call) capWait(campaign bool) {
 // after one without an answer, see failed); others take one per attempt.
 func (a *acquisition) setToken() {
 	r := &a.l.ref
-	switch {
-	case a.kind == sharedHold:
-		// Its 's' tells the scripts a shared waiter.
-		r.token = valueOf(sharedToken(a.c.rooms().tag), a.o.metadata)
-	case a.queued:
-		r.token = valueOf(waiterToken(a.c.rooms().tag), a.o.metadata)
-	default:
+	if a.kind != sharedHold && !a.queued {
 		r.token = valueOf(rand.Text(), a.o.metadata)
+		return
 	}
+	// Our place in the queue: its mark tells the scripts our kind.
+	r.token = valueOf(waiterToken(a.c.rooms().tag, a.kind.waiterMark()), a.o.metadata)
 	if a.queued {
 		old := a.ticket
 		a.ticket = handoffTicket(r.token)
+		r.leftKey = lockrules.Left(r.key, a.ticket)
 		if a.seat != nil { // a hand-over to the old token is the janitor's to pass on
 			a.room.unseat(old)
 			a.seat = a.room.expect(a.ticket)
@@ -365,9 +365,13 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 
 // giveBackUncertain: what an unanswered attempt may take, a lease and a
 // queue place (queueHold), under the attempt's token: the janitor gets a copy
-// (commands its own), as the next attempt takes another token.
+// (commands its own), as the next attempt takes another token. The give-back
+// marks that token gone: the attempt may still arrive, after it (see
+// lockRef.giveBackArgs).
 func (a *acquisition) giveBackUncertain(way *onItsWay) {
-	a.c.cleaner.addUncertain(a.l.ref.copyFor(a.o, a.c.publish), max(a.o.ttl, queueHold), way)
+	ref := a.l.ref.copyFor(a.o, a.c.publish)
+	ref.markLeft = true
+	a.c.cleaner.addUncertain(ref, max(a.o.ttl, queueHold), way)
 	a.renew = true
 }
 
@@ -385,7 +389,9 @@ func (a *acquisition) failed(err error) error {
 			a.giveBackUncertain(way)
 		}
 		// No call to a Redis that just failed; an error reply took nothing,
-		// and close gives back the place we had.
+		// and close gives back the place we had. (A reply not read within
+		// the link's usual round trip: the janitor's first round, at once,
+		// gives the place back in the background, marked.)
 		a.inQueue = false
 	}
 	raw := err

@@ -141,7 +141,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	if queued {
 		call.ctx, call.cmd = nil, nil
 		batchCalls.Put(call)
-	} else if why != errClosing && b.replied(call) {
+	} else if why != errClosing && b.replied(l, call) {
 		// Answered soon after ctx ended: that settles what it did.
 		return cmd
 	} // else: the flusher signals a channel nobody reads
@@ -178,13 +178,18 @@ func (e *onItsWay) settled() (done, landed bool) {
 	}
 }
 
-// replyGrace is how long a caller whose ctx ended while its command was on
-// its way still waits for the reply (see do).
+// replyGrace is how long past its callers' latest deadline a pipeline
+// still reads its replies (see send): a reply read settles what the command
+// did (onItsWay.settled), so the janitor need not give back blindly.
 const replyGrace = 250 * time.Millisecond
 
-// replied waits up to replyGrace for the reply of call, which is on its way.
-func (b *batcher) replied(call *batchCall) bool {
-	t := time.NewTimer(replyGrace)
+// replied waits for the reply of call, on its way, as long as the link
+// usually takes (usualWait): on a healthy link the reply settles what the
+// command did; on a stalled one the caller goes on at once (its ctx has
+// ended) and the janitor gives the attempt back. (A constant 250 ms made
+// every waiter that gave up on a stalled link return that late.)
+func (b *batcher) replied(l *lane, call *batchCall) bool {
+	t := time.NewTimer(b.usualWait(l))
 	defer t.Stop()
 	select {
 	case <-call.done:
@@ -194,6 +199,15 @@ func (b *batcher) replied(call *batchCall) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// usualWait is how long a caller waits for a reply of l before it counts
+// the link as stalled: the late rule within its usual bounds (which gated
+// tests do not stretch), so 1 to 20 ms.
+func (b *batcher) usualWait(l *lane) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return l.lateWithin(defaultMinLate, defaultMaxLate)
 }
 
 // unsentError is the error of a command that never left the queue: its
@@ -266,9 +280,10 @@ func (l *lane) observe(slot *sendSlot, took time.Duration) {
 // its usual round trip, so a slow link or starved process does not split
 // its own batches, within [minLate, maxLate]. A slow batch taken for late
 // costs only the second batch it lets start. b.mu is held.
-func (b *batcher) lateAfter(l *lane) time.Duration {
-	return min(max(8*l.usual, b.minLate), b.maxLate)
-}
+func (b *batcher) lateAfter(l *lane) time.Duration { return l.lateWithin(b.minLate, b.maxLate) }
+
+// lateWithin is eight times l's usual round trip, within [lo, hi].
+func (l *lane) lateWithin(lo, hi time.Duration) time.Duration { return min(max(8*l.usual, lo), hi) }
 
 // live counts l's sends under way that are not late, and tells whether one
 // of them carries a batch of several. b.mu is held.
@@ -429,8 +444,8 @@ func (b *batcher) send(batch []*batchCall) {
 		}
 	}
 	if !latest.IsZero() {
-		// A caller whose ctx ends while its command is on its way still
-		// waits replyGrace for the reply (see do): so does the pipeline.
+		// Its replies are read replyGrace past that deadline, so that a
+		// command whose caller gave up on its way is settled (see replied).
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(replyGrace))
 		defer cancel()

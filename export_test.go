@@ -17,10 +17,10 @@ func DisableRestartWatch() (restore func()) {
 	return func() { restartWatchOff.Store(false) }
 }
 
-// SetLeaveWait sets how long a waiter that gives up waits for its place to
-// be given back before it returns (leaveWait), until restore: a test that
-// checks the order (given back, then returned) lifts the bound, which a
-// loaded machine can reach. Not for parallel tests.
+// SetLeaveWait sets the least a waiter that gives up waits for its place
+// to be given back before it returns (leaveWait), until restore: a test that
+// checks the order (given back, then returned) lifts the bound (the link's
+// usual round trip), which a loaded machine can reach. Not for parallel tests.
 func SetLeaveWait(d time.Duration) (restore func()) {
 	old := leaveWait
 	leaveWait = d

@@ -28,8 +28,14 @@ type lockContext struct {
 	l *Lock
 }
 
-// Done marks that someone may wait on the channel (see dropped).
-func (c *lockContext) Done() <-chan struct{} { c.l.h.doneAsked.Store(true); return c.Context.Done() }
+// Done marks that someone may wait on the channel (see dropped); a
+// fail-open run's context has no Lock to mark.
+func (c *lockContext) Done() <-chan struct{} {
+	if c.l != nil {
+		c.l.h.doneAsked.Store(true)
+	}
+	return c.Context.Done()
+}
 
 func (c *lockContext) Value(key any) any {
 	if key == (lockKey{}) {

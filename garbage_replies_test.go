@@ -356,7 +356,9 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 	t.Run("a held reply with a nonsense holder TTL is not a lock", func(t *testing.T) {
 		for _, raw := range []string{":-9223372036854775808\r\n", ":-9223372036854775807\r\n"} {
 			f.answer("acquire", raw)
-			waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			// Its strategy (three waits of 1 ms) ends it; the ctx only bounds
+			// a hang (50 ms could end before the first answer, under load).
+			waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			l, err := redislock.New(rdb, quiet).Acquire(waitCtx, "job",
 				redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 3)))
 			cancel()

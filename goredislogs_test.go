@@ -40,25 +40,36 @@ func (l *goRedisLog) matching(substr string) []string {
 	return out
 }
 
-// inFlight is a go-redis hook that counts the commands under way.
+// inFlight is a go-redis hook that counts the commands under way, but for
+// a new connection's set-up (HELLO, CLIENT SETINFO): the pub/sub
+// connection the Client's notifier may still be dialing when a call that
+// waited less than a dial takes returns is the Client's, for all its
+// waiters, not the call's (seen under load).
 type inFlight struct{ n atomic.Int64 }
 
 func (h *inFlight) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *inFlight) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		defer h.n.Add(-1)
+		defer h.count([]redis.Cmder{cmd})()
 		return next(ctx, cmd)
 	}
 }
 
 func (h *inFlight) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		defer h.n.Add(-1)
+		defer h.count(cmds)()
 		return next(ctx, cmds)
 	}
+}
+
+// count counts cmds under way until the returned function is called.
+func (h *inFlight) count(cmds []redis.Cmder) (done func()) {
+	if name := cmds[0].Name(); name == "hello" || name == "client" {
+		return func() {} // a connection's set-up
+	}
+	h.n.Add(1)
+	return func() { h.n.Add(-1) }
 }
 
 // A caller that waited in the server's queue and gave up gets its error

@@ -213,3 +213,31 @@ var (
 	frozenClock  = time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	frozenMicros = frozenClock.UnixMicro()
 )
+
+// watchStalls measures, until stop is called, the longest that a 1 ms sleep
+// of this process overran: how long a loaded machine kept the process from
+// running. A lock's loss signal is late by as much as any pause of its
+// process (docs/RELIABILITY.md), at each of its hops (the alarm's timer,
+// the goroutine that signals, the test's AfterFunc): the safe-deadline
+// tests allow twice the stall measured, and nothing on a quiet machine.
+func watchStalls() (stop func() time.Duration) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	var worst time.Duration
+	go func() {
+		defer close(stopped)
+		for {
+			start := time.Now()
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			worst = max(worst, time.Since(start)-time.Millisecond)
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		<-stopped
+		return 2 * worst
+	}
+}

@@ -112,8 +112,9 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 			breaker := redislock.New(b.rdb, redislock.WithLogger(slogTo(rec)))
 			c := redislock.New(b.rdb, quiet)
 			var held []*redislock.Lock
-			for i := range 2 {
-				l, err := c.AcquireSemaphore(ctx, "full", 2, redislock.WithTTL(300*time.Millisecond), redislock.WithMetadata(fmt.Sprintf("slot=%d", i)))
+			for i := range 2 { // found broken at the next extension (every 100 ms), whatever a stall
+
+				l, err := c.AcquireSemaphore(ctx, "full", 2, redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond), redislock.WithMetadata(fmt.Sprintf("slot=%d", i)))
 				require.NoError(t, err)
 				held = append(held, l)
 			}

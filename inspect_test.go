@@ -176,7 +176,9 @@ func TestBreak(t *testing.T) {
 
 		t.Run("the first waiter gets the lock; the holder learns Taken; fences grow", func(t *testing.T) {
 			holderClient := redislock.New(b.rdb, quiet, redislock.WithFencing())
-			held, err := holderClient.Acquire(ctx, "stuck", redislock.WithTTL(300*time.Millisecond), redislock.WithMetadata("host=stuck-1"))
+			// The holder finds the break at its next extension (every 100
+			// ms); its long TTL cannot run out first, however long a stall.
+			held, err := holderClient.Acquire(ctx, "stuck", redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond), redislock.WithMetadata("host=stuck-1"))
 			require.NoError(t, err)
 			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
@@ -220,7 +222,7 @@ func TestBreak(t *testing.T) {
 		})
 
 		t.Run("with nobody waiting the key is deleted; the holder learns Expired", func(t *testing.T) {
-			held, err := redislock.New(b.rdb, quiet).Acquire(ctx, "alone", redislock.WithTTL(300*time.Millisecond))
+			held, err := redislock.New(b.rdb, quiet).Acquire(ctx, "alone", redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond))
 			require.NoError(t, err)
 			info, err := operator.Break(ctx, "alone")
 			require.NoError(t, err)
@@ -328,7 +330,8 @@ func inspectAndBreakOn(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet, redislock.WithFencing())
 	for _, name := range []string{"inspect-a", "inspect-b", "inspect-c"} { // different slots on a cluster
-		held, err := c.Acquire(ctx, name, redislock.WithMetadata("host="+name), redislock.WithTTL(300*time.Millisecond))
+		// Found at the next extension (every 100 ms); a long TTL, that no stall runs out.
+		held, err := c.Acquire(ctx, name, redislock.WithMetadata("host="+name), redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond))
 		require.NoError(t, err)
 		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		done := waitFor(t, waitCtx, rdb, name, 1, redislock.WithFencing(), redislock.WithMetadata("host=next"))

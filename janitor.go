@@ -44,6 +44,9 @@ const (
 	janitorMaxPartition = 15*time.Minute + 25*time.Second
 )
 
+// leftMarkMs: how long a waiter's mark lasts (see lockRef.giveBackArgs).
+var leftMarkMs any = janitorMaxPartition.Milliseconds()
+
 func newJanitor(s store, bg *background) *janitor {
 	j := &janitor{store: s}
 	j.init(bg, func(c *cleanup) time.Time { return c.due }, func(c *cleanup) *int { return &c.index }, j.round)
@@ -123,32 +126,50 @@ func (j *janitor) flush(ctx context.Context) {
 	}
 }
 
-// leaveWait bounds how long a waiter that gives up waits for Client.leave (a var for tests).
-var leaveWait = 250 * time.Millisecond
+// leaveWait is the least a waiter that gives up waits for Client.leave:
+// 0, the link's usual round trip decides (a var for tests).
+var leaveWait time.Duration
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, before the waiter returns, on a goroutine of its
-// own (go-redis may not honour a deadline while it reads), waited for at
-// most leaveWait; the janitor retries a failure.
+// handed to it meanwhile, on a goroutine of its own (go-redis may not
+// honour a deadline while it reads); the janitor retries a failure. The
+// waiter waits for it as long as the link usually takes (the batcher's
+// usualWait, its late rule) from when that goroutine runs (a busy CPU is
+// no stalled link): on a healthy link the give-back has landed when the
+// waiter returns, so no release can hand it the lock after it left, and
+// none of its commands is still on a connection when its caller goes on
+// (and, say, closes the go-redis client); on a stalled link it returns at
+// once, and leaving is finished in the background. (A constant 250 ms made
+// every waiter that gave up on a stalled link return that late.)
 func (c *Client) leave(ref *lockRef) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses
 	}
-	done := make(chan struct{})
+	running, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer c.bg.exit()
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		defer cancel()
+		close(running)
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
 			c.cleaner.add(ref, time.Now().Add(queueHold))
 		}
 	}()
-	t := time.NewTimer(leaveWait)
+	wait := defaultMaxLate // a client that does not batch: the bound of a late send
+	if s, ok := c.store.(singleStore); ok && s.batch != nil {
+		wait = s.batch.usualWait(s.batch.lane(context.Background(), ref.key))
+	}
+	select {
+	case <-running:
+	case <-c.closing: // Close tells its waiters at once
+		return
+	}
+	t := time.NewTimer(max(wait, leaveWait))
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-	case <-c.closing: // Close tells its waiters at once
+	case <-c.closing:
 	}
 }

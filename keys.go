@@ -35,23 +35,15 @@ func handoffTicket(token string) string {
 const handoverTagLen = 10
 
 // waiterToken returns a queued waiter's token: its Client's tag, a dot (not
-// base32: the release script finds the tag by it), then 130 random bits.
-func waiterToken(tag string) string {
+// base32: the release script finds the tag by it), its kind's mark (see
+// lockKind.waiterMark), then 130 random bits.
+func waiterToken(tag, mark string) string {
 	if tag == "" {
-		return rand.Text()
+		return mark + rand.Text()
 	}
-	return tag + "." + rand.Text()
+	return tag + "." + mark + rand.Text()
 }
 
 // handoverChannel is where a release announces a hand-over to a waiter of
 // the Client tagged tag: the lock's channel (its hash slot), ':', the tag.
 func handoverChannel(key, tag string) string { return lockrules.Released(key) + ":" + tag }
-
-// sharedToken is waiterToken's with an 's' (not base32) before the random
-// part, by which the scripts tell a shared waiter (lua/shared_acquire.lua).
-func sharedToken(tag string) string {
-	if tag == "" {
-		return "s" + rand.Text()
-	}
-	return tag + ".s" + rand.Text()
-}

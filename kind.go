@@ -32,6 +32,13 @@ func (k lockKind) handsOut() string {
 	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
 }
 
+// waiterMark is what a waiter's token carries after its Client's tag (see
+// waiterToken), not base32, by which the scripts tell its kind: a release
+// hands a name only to a waiter that can take what it lets go
+// (lua/handover.lua). A shared caller's token has it also when it does not
+// wait: the shared scripts tell shared holders by it.
+func (k lockKind) waiterMark() string { return [...]string{"", "s", "n", ""}[k] }
+
 // keepsTurn: an exclusive holder keeps its Client's turn for the key until
 // it lets go; other kinds pass it on (others may hold with them, or their
 // release sends no attempt).

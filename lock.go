@@ -16,9 +16,12 @@ import (
 // Lock is a held lock. It is safe for concurrent use, is not tied to the
 // goroutine that acquired it, and must not be copied. Release it when
 // done: a Lock that becomes unreachable while held is released by the Client
-// and logged at Error. Its Context, what hangs on it (a child context not
-// cancelled, an AfterFunc not stopped), and a goroutine waiting on its
-// Done channel keep it.
+// and logged at Error. Its Context, what hangs on it (a child context whose
+// cancel was not called, an AfterFunc not stopped), and a goroutine waiting
+// on its Done channel keep it: the context package keeps a child registered
+// with its parent until cancelled, so a child whose cancel is never called
+// keeps the Lock until the hold ends otherwise (Client.Close), even when
+// nothing references the child.
 type Lock struct {
 	h *hold
 	// ctx is the context Context returned last, held weakly: a Lock must

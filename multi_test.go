@@ -151,12 +151,14 @@ func TestAcquireMulti(t *testing.T) {
 			{"taken by another token", redislock.Taken, func(key string) { require.NoError(t, b.rdb.Set(ctx, key, "another", 0).Err()) }},
 		} {
 			t.Run("one name "+tc.how+": the watchdog loses the whole lock, with a LostError naming it", func(t *testing.T) {
-				c := redislock.New(b.rdb, quiet, redislock.WithTTL(300*time.Millisecond))
+				// Found at the next extension (every 100 ms); a long TTL,
+				// that no stall runs out (the other names would then lapse).
+				c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond))
 				names := []string{"lose:a", "lose:b", "lose:c"}
 				l, err := c.AcquireMulti(ctx, names)
 				require.NoError(t, err)
 				tc.break_("lock:{lose:b}")
-				waitDone(t, l.Context(), 5*time.Second) // the watchdog extends every 100ms
+				waitDone(t, l.Context(), 10*time.Second) // the watchdog extends every 100ms
 				var lost *redislock.LostError
 				require.ErrorAs(t, context.Cause(l.Context()), &lost)
 				require.Equal(t, "lose:b", lost.Name)
@@ -203,7 +205,7 @@ func TestAcquireMulti(t *testing.T) {
 			c := redislock.New(b.rdb, quiet)
 			holder, err := c.Acquire(ctx, "giveup:z")
 			require.NoError(t, err)
-			waitCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			waitCtx, cancel := context.WithTimeout(ctx, time.Second) // long enough for a loaded machine's first answer: it saw the lock held
 			defer cancel()
 			_, err = c.AcquireMulti(waitCtx, []string{"giveup:a", "giveup:z"}, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
@@ -399,7 +401,7 @@ func TestAcquireMultiOnCluster(t *testing.T) {
 	t.Run("one name deleted: the whole lock is lost, naming it", func(t *testing.T) {
 		flush(t)
 		names := multiNames("lose", 3)
-		c := redislock.New(rdb, quiet, redislock.WithTTL(300*time.Millisecond))
+		c := redislock.New(rdb, quiet, redislock.WithTTL(time.Minute), redislock.WithExtendInterval(100*time.Millisecond))
 		l, err := c.AcquireMulti(ctx, names)
 		require.NoError(t, err)
 		require.NoError(t, rdb.Del(ctx, "lock:{"+names[1]+"}").Err())

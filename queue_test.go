@@ -188,23 +188,30 @@ func stalledPastRefresh(t *testing.T, n int64, handedAt time.Time, what string) 
 	return true
 }
 
+// A waiter that gives up leaves the queue, and leaves no mark: none of its
+// commands is on its way (its refresh is put out of reach; not parallel).
 func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	t.Cleanup(redislock.SetQueueRefresh(time.Hour))
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		addr := b.rdb.Options().Addr
-		holderPod, waiterPod := newPod(t, addr), newPod(t, addr)
+		holderPod := newPod(t, addr)
 		holder, err := holderPod.c.Acquire(ctx, "job", redislock.WithTTL(time.Minute))
 		require.NoError(t, err)
 
 		waitCtx, cancel := context.WithCancel(ctx)
-		got := waiterPod.waitFor(waitCtx, "job")
-		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 1 }, "the waiter did not queue")
+		rdb := newRedisClient(t, addr)
+		settled, _ := settle(t, b, rdb, "job") // its answers read: it saw the lock held
+		got := pod{c: redislock.New(rdb, quiet)}.waitFor(waitCtx, "job")
+		settled()
 		cancel()
 		g := <-got
 		require.ErrorIs(t, g.err, redislock.ErrNotAcquired)
 		require.ErrorIs(t, g.err, context.Canceled)
 		// It leaves the queue in the background, after returning.
 		eventually(t, 5*time.Second, func() bool { return queueLen(t, b.rdb, "job") == 0 }, "the waiter did not leave the queue")
+
+		require.Empty(t, b.rdb.Keys(ctx, "lock:{job}:left:*").Val(), "a waiter that left with nothing on its way left a mark")
 
 		// The release then frees the lock for anyone: nobody is in line.
 		require.NoError(t, holder.Release(ctx))

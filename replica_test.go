@@ -33,7 +33,9 @@ func TestReplicaAck(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("an acknowledged acquisition holds", func(t *testing.T) {
-		c := redislock.New(primary, quiet, redislock.WithReplicaAck(1, time.Second), redislock.WithFencing())
+		// WAIT returns as soon as the replica acknowledges; 5 s is for a
+		// replica a loaded machine starves (it missed 1 s).
+		c := redislock.New(primary, quiet, redislock.WithReplicaAck(1, 5*time.Second), redislock.WithFencing())
 		l, err := c.Acquire(ctx, "job")
 		require.NoError(t, err)
 		eventually(t, 5*time.Second, func() bool {
@@ -43,7 +45,9 @@ func TestReplicaAck(t *testing.T) {
 		require.NoError(t, l.Release(ctx))
 	})
 	t.Run("too few replicas: ErrReplicaAck and nothing left held", func(t *testing.T) {
-		c := redislock.New(primary, quiet, redislock.WithReplicaAck(2, 50*time.Millisecond))
+		// The one replica acknowledges within the second even on a loaded
+		// machine (50 ms it missed), the second never does: it takes the second.
+		c := redislock.New(primary, quiet, redislock.WithReplicaAck(2, time.Second))
 		_, err := c.Acquire(ctx, "job")
 		require.ErrorIs(t, err, redislock.ErrReplicaAck)
 		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
@@ -51,7 +55,9 @@ func TestReplicaAck(t *testing.T) {
 		require.Zero(t, primary.Exists(ctx, "lock:{job}").Val(), "the unacknowledged lock was given back")
 	})
 	t.Run("an unacknowledged extension is not a confirmation", func(t *testing.T) {
-		c := redislock.New(primary, quiet, redislock.WithReplicaAck(1, time.Second), redislock.WithWatchdog(false))
+		// 2 s: acknowledged at once while the replica lives, even on a
+		// loaded machine; the WAIT after its death takes them all.
+		c := redislock.New(primary, quiet, redislock.WithReplicaAck(1, 2*time.Second), redislock.WithWatchdog(false))
 		l, err := c.Acquire(ctx, "job2")
 		require.NoError(t, err)
 		err = l.Extend(ctx, time.Minute)

@@ -142,6 +142,11 @@ func TestFailOpenAndFailClosed(t *testing.T) {
 			ran = true
 			_, ok := redislock.FenceFromContext(ctx)
 			require.False(t, ok, "no fence without a lock")
+			select { // its Done channel can be waited on (asking for it panicked)
+			case <-ctx.Done():
+				t.Error("fn's context is done")
+			default:
+			}
 			return nil
 		}, redislock.WithFailOpen())
 		require.NoError(t, err)

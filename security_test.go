@@ -399,7 +399,8 @@ func TestRedisACL(t *testing.T) {
 
 		// And the watchdog's extensions.
 		clock := &extensionClock{}
-		l, err := redislock.New(rdb, quiet, redislock.WithObserver(clock), redislock.WithTTL(300*time.Millisecond)).Acquire(ctx, "acl-watchdog")
+		// Every 50 ms, under a long TTL that no stall can run out.
+		l, err := redislock.New(rdb, quiet, redislock.WithObserver(clock), redislock.WithTTL(time.Minute), redislock.WithExtendInterval(50*time.Millisecond)).Acquire(ctx, "acl-watchdog")
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 2 }, "the watchdog extended the lock")
 		require.NoError(t, l.Context().Err())

@@ -137,7 +137,9 @@ func TestSemaphore(t *testing.T) {
 		})
 
 		t.Run("a lost slot cancels the lock's context with a LostError", func(t *testing.T) {
-			c := redislock.New(b.rdb, quiet, redislock.WithTTL(150*time.Millisecond))
+			// Found at the next extension (every 50 ms); a long TTL, so that
+			// a stall cannot end the lease first (reason Unreachable).
+			c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Minute), redislock.WithExtendInterval(50*time.Millisecond))
 			l, err := c.AcquireSemaphore(ctx, "lost", 2)
 			require.NoError(t, err)
 			require.NoError(t, b.rdb.Del(ctx, "lock:{lost}").Err())
@@ -150,10 +152,12 @@ func TestSemaphore(t *testing.T) {
 
 		t.Run("the watchdog keeps a slot past its TTL", func(t *testing.T) {
 			clock := &extensionClock{}
-			c := redislock.New(b.rdb, quiet, redislock.WithTTL(150*time.Millisecond), redislock.WithObserver(clock))
+			// Four extensions of a second's TTL, past it; lost only if one is
+			// held up for 660 ms (150 ms was lost on a loaded machine).
+			c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Second), redislock.WithObserver(clock))
 			l, err := c.AcquireSemaphore(ctx, "kept", 1)
 			require.NoError(t, err)
-			eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 3 }, "not extended")
+			eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 4 || l.Context().Err() != nil }, "not extended")
 			if b.mini != nil {
 				b.mini.FastForward(100 * time.Millisecond)
 			}
@@ -168,7 +172,7 @@ func TestSemaphore(t *testing.T) {
 			c := redislock.New(b.rdb, quiet)
 			holder, err := c.AcquireSemaphore(ctx, "giveup", 1)
 			require.NoError(t, err)
-			waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			waitCtx, cancel := context.WithTimeout(ctx, time.Second) // long enough for a loaded machine's first answer: it saw the lock held
 			defer cancel()
 			_, err = c.AcquireSemaphore(waitCtx, "giveup", 1, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
@@ -257,7 +261,7 @@ func TestSemaphoreOnCluster(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
-	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithTTL(300*time.Millisecond))
+	c := redislock.New(rdb, quiet, redislock.WithFencing()) // the default TTL: a stall cannot lose a hold
 	for _, name := range namesOnEachPrimary(t, cluster, "sem") {
 		t.Run("limit 2 on the primary of "+name, func(t *testing.T) {
 			a, err := c.AcquireSemaphore(ctx, name, 2)
@@ -305,7 +309,7 @@ func TestSemaphoreACL(t *testing.T) {
 		c := redislock.New(rdb, quiet, redislock.WithFencing())
 		l, err := c.AcquireSemaphore(ctx, "acl", 1)
 		require.NoError(t, err)
-		waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		waitCtx, cancel := context.WithTimeout(ctx, time.Second) // long enough for a loaded machine's first answer: it saw the lock held
 		defer cancel()
 		_, err = c.AcquireSemaphore(waitCtx, "acl", 1, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 		require.ErrorIs(t, err, redislock.ErrNotAcquired, "a waiter queues")

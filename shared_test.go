@@ -188,7 +188,9 @@ func TestShared(t *testing.T) {
 		})
 
 		t.Run("a lost share cancels the lock's context with a LostError", func(t *testing.T) {
-			c := redislock.New(b.rdb, quiet, redislock.WithTTL(150*time.Millisecond))
+			// Found at the next extension (every 50 ms); a long TTL, so that
+			// a stall cannot end the lease first (reason Unreachable).
+			c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Minute), redislock.WithExtendInterval(50*time.Millisecond))
 			l1, err := c.AcquireShared(ctx, "lost")
 			require.NoError(t, err)
 			l2, err := c.AcquireShared(ctx, "lost")
@@ -214,11 +216,13 @@ func TestShared(t *testing.T) {
 		})
 
 		t.Run("the watchdog keeps a share past its TTL", func(t *testing.T) {
+			// Four extensions of a second's TTL, past it; lost only if one is
+			// held up for 660 ms (150 ms was lost on a loaded machine).
 			clock := &extensionClock{}
-			c := redislock.New(b.rdb, quiet, redislock.WithTTL(150*time.Millisecond), redislock.WithObserver(clock))
+			c := redislock.New(b.rdb, quiet, redislock.WithTTL(time.Second), redislock.WithObserver(clock))
 			l, err := c.AcquireShared(ctx, "kept")
 			require.NoError(t, err)
-			eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 3 }, "not extended")
+			eventually(t, 10*time.Second, func() bool { _, n := clock.last(); return n >= 4 || l.Context().Err() != nil }, "not extended")
 			require.NoError(t, l.Context().Err())
 			ttl, err := l.TTL(ctx)
 			require.NoError(t, err)
@@ -274,7 +278,7 @@ func TestShared(t *testing.T) {
 			c := redislock.New(b.rdb, quiet)
 			x, err := c.Acquire(ctx, "giveup")
 			require.NoError(t, err)
-			waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			waitCtx, cancel := context.WithTimeout(ctx, time.Second) // long enough for a loaded machine's first answer: it saw the lock held
 			defer cancel()
 			_, err = c.AcquireShared(waitCtx, "giveup", wait)
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
@@ -460,7 +464,7 @@ func TestSharedOnCluster(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
-	c := redislock.New(rdb, quiet, redislock.WithFencing(), redislock.WithTTL(300*time.Millisecond))
+	c := redislock.New(rdb, quiet, redislock.WithFencing()) // the default TTL: a stall cannot lose a hold
 	for _, name := range namesOnEachPrimary(t, cluster, "shared") {
 		t.Run("readers and a writer on the primary of "+name, func(t *testing.T) {
 			r1, err := c.AcquireShared(ctx, name)

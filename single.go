@@ -156,7 +156,7 @@ func (s singleStore) acquireKey(ctx context.Context, o *options, key, token stri
 		names, fenced = append(names, lockrules.Fence(key)), "1"
 	}
 	if waiting {
-		names, wait = append(names, lockrules.Queue(key), lockrules.Expiry(key)), queueHoldArg
+		names, wait = append(names, lockrules.Queue(key), lockrules.Expiry(key), lockrules.Left(key, handoffTicket(token))), queueHoldArg
 	}
 	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, names, token, o.ttl.Milliseconds(), fenced, wait)
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
@@ -272,7 +272,7 @@ func (s singleStore) abandonOn(ctx context.Context, refs []*lockRef) ([]int64, [
 	args := make([][]any, len(refs))
 	pipe := s.rdb.Pipeline()
 	for i, ref := range refs {
-		args[i] = append(append(make([]any, 0, len(ref.releaseArgs)+1), ref.releaseArgs[:]...), "1")
+		args[i] = ref.giveBackArgs()
 		cmds[i] = redis.NewCmd(ctx, args[i]...)
 		cmds[i].SetFirstKeyPos(3)
 		_ = pipe.Process(ctx, cmds[i])

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -63,8 +64,12 @@ type lockRef struct {
 	kind     lockKind
 	extraKey string
 	arg      int64
-	// waiting: a refused attempt keeps its place in the queue.
-	waiting bool
+	// waiting: a refused attempt keeps its place in the queue. leftKey: a
+	// queued waiter's mark (lockrules.Left), which its give-back sets when
+	// markLeft (see giveBackArgs).
+	waiting  bool
+	markLeft bool
+	leftKey  string
 	// attempted: an attempt was sent; later ones run the script. (With
 	// the other flags: a Lock over 696 bytes would cost 64 more per
 	// allocation, its size class and header considered.)
@@ -172,9 +177,10 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 	}
 	if r.waiting && (queue || r.kind != exclusiveLock) {
 		wait = queueHoldArg
-	}
-	if r.kind == exclusiveLock && queue && r.waiting {
-		a = append(a, &r.queueKey, &r.expiryKey)
+		if r.kind == exclusiveLock {
+			a = append(a, &r.queueKey, &r.expiryKey)
+		}
+		a = append(a, &r.leftKey) // last: a waiter that left takes nothing
 	}
 	a[2] = len(a) - 3
 	switch r.kind {
@@ -184,4 +190,21 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 		return append(a, &r.token, r.ttlArg, r.arg, fenced, wait)
 	}
 	return append(a, &r.token, r.ttlArg, fenced, wait)
+}
+
+// giveBackArgs is r's release as a waiter that leaves (ARGV '1'). With
+// markLeft (a command of the waiter may still be on its way, see
+// acquisition.giveBackUncertain) its mark comes after the other keys, kept
+// for as long as a command can be in flight (janitorMaxPartition): the
+// acquire scripts let a marked token neither take the lock nor queue. A
+// waiter that leaves with nothing on its way leaves no mark.
+func (r *lockRef) giveBackArgs() []any {
+	args := append(make([]any, 0, len(r.releaseArgs)+3), r.releaseArgs[:]...)
+	if !r.markLeft || r.leftKey == "" {
+		return append(args, "1")
+	}
+	keys := r.releaseArgs[2].(int)
+	args = slices.Insert(args, 3+keys, any(&r.leftKey))
+	args[2] = keys + 1
+	return append(args, "1", leftMarkMs)
 }

@@ -3,10 +3,13 @@
 -- queue, so that the holder's release hands the lock to it (release.lua).
 -- KEYS[1]  the lock key
 -- KEYS[2]  with ARGV[3] = '1': the fence counter key
--- then, with ARGV[4] > 0, the last two:
---   the queue: waiters' tokens by arrival time (ms)
+-- then, with ARGV[4] > 0, the last three:
+--   the queue: waiters' tokens by arrival time (µs, as every kind's:
+--   see handover.lua)
 --   the queue's expiries: waiters' tokens by the time (ms) their place
 --   lapses unless they come back
+--   the caller's mark: set when it left while a command of its was on its
+--   way (see handover.lua's leave); a marked caller takes nothing
 -- (all in one hash slot)
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
@@ -22,7 +25,7 @@
 --                       first reply was lost)
 --          0            acquired, without a fence
 --          -2 - pttl    held by someone else, for pttl ms more; -1: the key
---                       has no expiry (PTTL -1)
+--                       has no expiry (PTTL -1), or the caller is marked
 --          an error     WRONGTYPE when the key holds a non-string value, or
 --                       the counter's error, or a counter that did not give
 --                       a positive number (then nothing is left set)
@@ -30,7 +33,10 @@
 -- takes locks, and its waiters poll instead.
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
-local queue, expiries = KEYS[#KEYS - 1], KEYS[#KEYS]
+local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
+if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
+  return -1 -- a late command of a waiter that left: it is not back
+end
 -- The lock key's value, false when there is none, or an error reply.
 local function read()
   local value = redis.pcall('GET', KEYS[1])
@@ -117,9 +123,10 @@ end
 if wait > 0 then
   local now = redis.pcall('TIME')
   if type(now) == 'table' and not now.err then
-    now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    now = math.floor(arrival / 1000)
     -- NX: a waiter coming back keeps its place; its expiry moves on.
-    redis.pcall('ZADD', queue, 'NX', now, token)
+    redis.pcall('ZADD', queue, 'NX', arrival, token)
     redis.pcall('ZADD', expiries, now + wait, token)
     -- A queue everybody left vanishes by itself.
     redis.pcall('PEXPIRE', queue, wait)

@@ -1,6 +1,7 @@
 -- break: end a lock whatever its token, for an operator's Client.Break,
 -- and hand it to the first waiter in the queue whose place has not
--- lapsed, or else delete it, as release.lua does for its holder. The
+-- lapsed (and that takes a lock), or else delete it, as release.lua does
+-- for its holder. The
 -- functions state and handOver come first (see state.lua for KEYS,
 -- handover.lua).
 -- ARGV[1]  PUBLISH, or SPUBLISH on a cluster, to announce as release.lua

@@ -4,23 +4,36 @@
 -- The lock's queue (see acquire.lua) holds waiters' tokens, and watchers:
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
+-- A waiter's kind is the mark after its Client's tag and '.' (see
+-- waiterToken; kindOf): 's' shared, 'n' a semaphore's, none exclusive.
+-- Every kind queues by one clock, its arrival in µs (server TIME).
 -- handOver(key, queue, expiries, publish, lease, head): hands key to the
--- first waiter whose place has not lapsed (SET key waiter PX lease; a
--- shared waiter gets a share, with the shared waiters right behind it, see
--- letInShared), dropping lapsed places on the way, and announces it on the
--- channel of the
+-- first waiter whose place has not lapsed and that takes a lock (SET key
+-- waiter PX lease; a shared waiter gets a share, with the shared waiters
+-- right behind it, see letInShared), dropping lapsed places on the way;
+-- a semaphore's waiter, which could not take it, stays in line, as a
+-- watcher does. It announces the hand-over on the channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
 -- before a '.'; a token without a tag: key .. ':released'), as
 -- 'g:' .. the first 16 hex digits of the token's SHA1 (the token is a
 -- secret) .. '/' .. lease, the ms the lock is held for the waiter, which
--- takes it or claims it (see acquire.lua). When no waiter is left it
--- deletes key and, if the queue held anyone (a watcher too), announces '1'
--- on key .. ':released'. publish is PUBLISH, SPUBLISH (a cluster) or ''
--- for no announcement; announcing runs under pcall, so a user not allowed
--- to publish still lets go (waiters then come back at their refresh).
+-- takes it or claims it (see acquire.lua). When no waiter that takes it is
+-- left it deletes key and, if the queue held anyone (a watcher, a waiter of
+-- another kind), announces '1' on key .. ':released'. publish is PUBLISH,
+-- SPUBLISH (a cluster) or '' for no announcement; announcing runs under
+-- pcall, so a user not allowed to publish still lets go (waiters then come
+-- back at their refresh).
 -- head, when the caller read it already, is the queue's first member.
 -- Returns true when the lock was handed to a waiter.
+-- firstTaker(queue, expiries, now, head, takes) is the walk: the first
+-- live member whose kind is in takes, how many live members before it stay
+-- in line, and whether the queue held anyone.
 -- announceHandover(publish, channel, member, lease) is that announcement.
+-- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
+-- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
+-- long as a command of its may be on its way, so that such a command,
+-- arriving later, neither queues it again nor takes the lock (a release
+-- would hand the lock to nobody). Returns how many places it had.
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
@@ -30,21 +43,46 @@ local function announceHandover(publish, channel, member, lease)
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end
--- A shared waiter's token has 's' after its Client's tag and '.'.
-local function sharedWaiter(member)
-  return string.match(member, '^[A-Z2-7]*%.?s') ~= nil
+local function leave(queue, expiries, token, mark, keep)
+  if mark then
+    redis.call('SET', mark, '1', 'PX', keep)
+  end
+  redis.pcall('ZREM', expiries, token)
+  return redis.pcall('ZREM', queue, token)
+end
+local function kindOf(member)
+  return string.match(member, '^[A-Z2-7]*%.?([sn~]?)')
+end
+local function firstTaker(queue, expiries, now, head, takes)
+  local skipped, anyone = 0, false
+  local member = head or redis.call('ZRANGE', queue, 0, 0)[1]
+  while member do
+    anyone = true
+    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
+    if lapses and lapses > now then
+      if takes[kindOf(member)] then
+        return member, skipped, true
+      end
+      skipped = skipped + 1
+    else
+      redis.call('ZREM', queue, member)
+      redis.pcall('ZREM', expiries, member)
+    end
+    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+  end
+  return nil, skipped, anyone
 end
 -- letInShared hands key to the shared waiters from member on, up to the
--- first exclusive waiter: a new epoch (the marker '*shared*', see
+-- first waiter of another kind: a new epoch (the marker '*shared*', see
 -- shared_acquire.lua) whose holders are those waiters, each with a share
 -- of lease ms, announced to each; watchers stay, lapsed places go. The
 -- holders' set is key .. ':s', in key's hash slot.
 local function letInShared(key, queue, expiries, publish, lease, member, skipped, now)
   local holders = key .. ':s'
   redis.call('DEL', holders)
-  while member and (sharedWaiter(member) or string.sub(member, 1, 1) == '~') do
+  while member and (kindOf(member) == 's' or kindOf(member) == '~') do
     local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    if string.sub(member, 1, 1) == '~' and lapses and lapses > now then
+    if kindOf(member) == '~' and lapses and lapses > now then
       skipped = skipped + 1
     else
       redis.call('ZREM', queue, member)
@@ -63,28 +101,16 @@ local function handOver(key, queue, expiries, publish, lease, head)
   local channel = key .. ':released'
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  local skipped, anyone = 0, false
-  local member = head or redis.call('ZRANGE', queue, 0, 0)[1]
-  while member do
-    anyone = true
-    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    local live = lapses and lapses > now
-    if live and string.sub(member, 1, 1) == '~' then
-      skipped = skipped + 1
-    else
-      if live and sharedWaiter(member) then
-        letInShared(key, queue, expiries, publish, lease, member, skipped, now)
-        return true
-      end
-      redis.call('ZREM', queue, member)
-      redis.pcall('ZREM', expiries, member)
-      if live then
-        redis.call('SET', key, member, 'PX', lease)
-        announceHandover(publish, channel, member, lease)
-        return true
-      end
-    end
-    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+  local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
+  if member and kindOf(member) == 's' then
+    letInShared(key, queue, expiries, publish, lease, member, skipped, now)
+    return true
+  elseif member then
+    redis.call('ZREM', queue, member)
+    redis.pcall('ZREM', expiries, member)
+    redis.call('SET', key, member, 'PX', lease)
+    announceHandover(publish, channel, member, lease)
+    return true
   end
   redis.call('DEL', key)
   if anyone and publish ~= '' then

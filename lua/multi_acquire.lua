@@ -51,7 +51,8 @@ for i = 1, n do
       local clock = redis.call('TIME')
       local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
       local queue, expiries = KEYS[queues + i], KEYS[queues + n + i]
-      redis.pcall('ZADD', queue, 'NX', now, ARGV[5])
+      -- Arrival in µs, as every waiter's (see handover.lua).
+      redis.pcall('ZADD', queue, 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), ARGV[5])
       redis.pcall('ZADD', expiries, now + wait, ARGV[5])
       redis.pcall('PEXPIRE', queue, wait)
       redis.pcall('PEXPIRE', expiries, wait)

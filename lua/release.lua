@@ -1,11 +1,14 @@
 -- release: if the lock key holds our token, hand the lock to the first
--- waiter in the lock's queue whose place has not lapsed, or else delete it;
+-- waiter in the lock's queue whose place has not lapsed and that takes a
+-- lock (not a semaphore's), or else delete it;
 -- and announce either to the waiters (handOver, see handover.lua, which
 -- comes first). A waiter giving up runs this script too (ARGV[4]): it
 -- leaves the queue, and passes on a lock handed to it.
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
 -- KEYS[3]  with KEYS[2]: the queue's expiries
+-- KEYS[4]  optional, with ARGV[4]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[5] ms
 -- ARGV[1]  the holder's token
 -- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: a plain release is announced
 --          on the channel KEYS[1] .. ':released', a hand-over on that
@@ -35,8 +38,7 @@
 local token = ARGV[1]
 local queued = #KEYS >= 3
 if queued and ARGV[4] == '1' then
-  redis.pcall('ZREM', KEYS[2], token)
-  redis.pcall('ZREM', KEYS[3], token)
+  leave(KEYS[2], KEYS[3], token, KEYS[4], ARGV[5])
 end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then

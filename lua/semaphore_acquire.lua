@@ -8,6 +8,7 @@
 -- KEYS[3]  the queue: waiters' tokens by arrival time (µs)
 -- KEYS[4]  the queue's expiries: when each waiter's place lapses (ms)
 -- KEYS[5]  with ARGV[4] = '1': the fence counter
+-- last, with ARGV[5] > 0: the caller's mark (as acquire.lua's)
 -- (all in one hash slot)
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
@@ -19,11 +20,15 @@
 --                       caller already held a slot: a retried command)
 --          0            acquired, without a fence
 --          -2 - ms      no slot for the caller; the first holder's lease
---                       ends in ms (a slot may come back then)
+--                       ends in ms (a slot may come back then); -2 also
+--                       when the caller is marked
 --          an error     'SEMLIMIT n' when the holders use the limit n;
 --                       WRONGTYPE when the key holds something else
 local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wait = tonumber(ARGV[5])
+if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
+  return -2 -- a late command of a waiter that left (see acquire.lua)
+end
 -- The common case, a name nobody holds and nobody waits for, takes the
 -- commands it needs only: ZCARD (which also finds a key of another type),
 -- TIME, ZCARD of the queue, then the ZADD, SET and PEXPIRE of the slot.
@@ -99,8 +104,9 @@ if ours then
 end
 if wait > 0 then
   -- NX: a waiter coming back keeps its place; its expiry moves on.
-  -- Arrival in microseconds: two waiters of one millisecond keep their
-  -- order (a tie would fall back to the tokens' order).
+  -- Arrival in microseconds, as every kind's (see handover.lua): two
+  -- waiters of one millisecond keep their order (a tie would fall back to
+  -- the tokens' order).
   redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)

@@ -1,5 +1,5 @@
 -- semaphore_release: give back our slot, and hand it to the first waiter
--- in line whose place has not lapsed: it becomes a holder for ARGV[3] ms,
+-- for a slot in line whose place has not lapsed: it becomes a holder for ARGV[3] ms,
 -- announced to its Client as handover.lua announces a lock's hand-over
 -- (which comes first), and takes the slot or claims it. A waiter giving up
 -- runs this script too (ARGV[4]): it leaves the queue, gives back a slot
@@ -8,6 +8,8 @@
 -- KEYS[1]  the holders (see semaphore_acquire.lua)
 -- KEYS[2]  the queue
 -- KEYS[3]  the queue's expiries
+-- KEYS[4]  optional, with ARGV[4]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[5] ms
 -- ARGV[1]  the holder's token
 -- ARGV[2]  PUBLISH, or SPUBLISH on a cluster; '' for none
 -- ARGV[3]  how long (ms) the slot handed to a waiter is held for it, a
@@ -17,7 +19,8 @@
 -- ARGV[4]  optional: '1' when the caller is a waiter giving up
 -- Announces 'g:' .. t .. '/' .. ARGV[3] (see handover.lua) to the waiter
 --          handed the slot; '1' on KEYS[1] .. ':released' when a waiter
---          left and others wait
+--          left, or a slot none of them could take was freed, and others
+--          wait
 -- Returns  1   released
 --          0   our slot is gone (its lease ended, or it was deleted)
 --          -1  the key holds a value of another type
@@ -25,8 +28,7 @@ local token = ARGV[1]
 local lease, limit = string.match(ARGV[3], '^(%d+) (%d+)$')
 local left = 0
 if ARGV[4] == '1' then
-  left = redis.call('ZREM', KEYS[2], token)
-  redis.call('ZREM', KEYS[3], token)
+  left = leave(KEYS[2], KEYS[3], token, KEYS[4], ARGV[5])
 end
 local ours = redis.pcall('ZSCORE', KEYS[1], token)
 if type(ours) == 'table' then
@@ -42,30 +44,30 @@ if ours then
   end
 end
 if reply == 1 then
-  -- The slot goes to the first live waiter, if any.
-  local member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  while member do
-    local lapses = tonumber(redis.call('ZSCORE', KEYS[3], member))
+  -- The slot goes to the first live waiter for a slot, if any; a waiter of
+  -- another kind (see handover.lua) stays in line.
+  local member = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
+  if member then
     redis.call('ZREM', KEYS[2], member)
     redis.call('ZREM', KEYS[3], member)
-    if lapses and lapses > now then
-      redis.call('ZADD', KEYS[1], now + tonumber(lease), member)
-      -- The set (recreated when ours was its last member) and its limit
-      -- last at least as long as the handed slot.
-      local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(lease))
-      redis.call('PEXPIRE', KEYS[1], keep)
-      local limitKey = KEYS[1] .. ':limit'
-      if redis.call('PTTL', limitKey) < keep then
-        redis.call('SET', limitKey, limit, 'PX', keep)
-      end
-      announceHandover(ARGV[2], KEYS[1] .. ':released', member, lease)
-      return reply
+    redis.call('ZADD', KEYS[1], now + tonumber(lease), member)
+    -- The set (recreated when ours was its last member) and its limit
+    -- last at least as long as the handed slot.
+    local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(lease))
+    redis.call('PEXPIRE', KEYS[1], keep)
+    local limitKey = KEYS[1] .. ':limit'
+    if redis.call('PTTL', limitKey) < keep then
+      redis.call('SET', limitKey, limit, 'PX', keep)
     end
-    member = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    announceHandover(ARGV[2], KEYS[1] .. ':released', member, lease)
+    return reply
   end
-elseif left == 1 and ARGV[2] ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
-  -- pcall: a user not allowed to publish still leaves; waiters then come
-  -- back at their refresh.
+end
+-- A waiter left (those behind it may now be owed a slot), or a slot
+-- nobody in line could take was freed: those in line hear it. pcall: a
+-- user not allowed to publish still lets go; waiters then come back at
+-- their refresh.
+if (left == 1 or reply == 1) and ARGV[2] ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
   redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
 end
 return reply

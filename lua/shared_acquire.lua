@@ -14,9 +14,10 @@
 -- sharedToken); any other token in the queue is an exclusive waiter's.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the shared holders: tokens scored by lease end (ms)
--- KEYS[3]  the queue: waiters' tokens by arrival (ms, as acquire.lua)
+-- KEYS[3]  the queue: waiters' tokens by arrival (µs, as acquire.lua)
 -- KEYS[4]  the queue's expiries (ms)
 -- KEYS[5]  with ARGV[3] = '1': the fence counter
+-- last, with ARGV[4] > 0: the caller's mark (as acquire.lua's)
 -- (all in one hash slot)
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
@@ -41,10 +42,14 @@
 --          0            entered, without a fence
 --          -2 - pttl    not entered; the lock key ends in pttl ms
 --          -1           not entered; the key is absent (an exclusive
---                       waiter ahead of the caller is about to take it)
+--                       waiter ahead of the caller is about to take it),
+--                       or the caller is marked
 --          an error     WRONGTYPE when a key holds a value of another type
 local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
+  return -1 -- a late command of a waiter that left (see acquire.lua)
+end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
   if string.find(value.err, 'WRONGTYPE', 1, true) then
@@ -173,7 +178,7 @@ if ours then
 end
 if wait > 0 then
   -- NX: a waiter coming back keeps its place; its expiry moves on.
-  redis.call('ZADD', KEYS[3], 'NX', now, token)
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)
   redis.call('PEXPIRE', KEYS[4], wait)

@@ -1,6 +1,7 @@
 -- shared_release: give back our shared hold (see shared_acquire.lua); the
 -- last shared holder to leave frees the lock key, handing it to the first
--- waiter in the queue whose place has not lapsed, as release.lua does
+-- waiter in the queue whose place has not lapsed (and that takes a
+-- lock), as release.lua does
 -- (handOver, see handover.lua, which comes first). A
 -- shared waiter giving up runs this script too (ARGV[3]): it leaves the
 -- queue, and passes on a lock handed to it or a share it was let in to.
@@ -8,6 +9,8 @@
 -- KEYS[2]  the queue
 -- KEYS[3]  the queue's expiries
 -- KEYS[4]  the shared holders
+-- KEYS[5]  optional, with ARGV[3]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[4] ms
 -- ARGV[1]  the holder's token
 -- ARGV[2]  how to announce and hand over: PUBLISH (SPUBLISH on a
 --          cluster; nothing for no announcement), a space, then how long
@@ -24,8 +27,7 @@ local MARK = '*shared*'
 local token = ARGV[1]
 local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
 if ARGV[3] == '1' then
-  redis.call('ZREM', KEYS[2], token)
-  redis.call('ZREM', KEYS[3], token)
+  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then

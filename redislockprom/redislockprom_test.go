@@ -195,7 +195,9 @@ func TestLosses(t *testing.T) {
 	t.Run("a Redis gone until the safe deadline is lost as unreachable", func(t *testing.T) {
 		reg, obs := newObserver(t)
 		mr, rdb := newMini(t)
-		locker := newLocker(rdb, obs, redislock.WithTTL(300*time.Millisecond), redislock.WithExtendInterval(50*time.Millisecond))
+		// Extensions fail every 50 ms until the safe deadline, about a
+		// second: a stall cannot leave none failed before the loss.
+		locker := newLocker(rdb, obs, redislock.WithTTL(time.Second), redislock.WithExtendInterval(50*time.Millisecond))
 
 		lock, err := locker.Acquire(context.Background(), "report")
 		require.NoError(t, err)

@@ -284,8 +284,12 @@ func TestRun(t *testing.T) {
 		require.Contains(t, skipper.Stderr(t), `"job" is held by another holder: skipped (exit 75)`)
 		require.False(t, runner.exited(), "the holder must still be running")
 		// The holder took the lock before the skipper looked, but its
-		// command may not have started yet.
-		eventually(t, "the holder's command to start", func() bool { return exists(filepath.Join(dir, "started")) })
+		// command may not have started yet (nor written its line: the file
+		// exists from the shell's >> on).
+		eventually(t, "the holder's command to start", func() bool {
+			data, err := os.ReadFile(filepath.Join(dir, "started"))
+			return err == nil && strings.Contains(string(data), "\n")
+		})
 		require.Equal(t, 1, strings.Count(readFile(t, filepath.Join(dir, "started")), "\n"), "exactly one command ran")
 
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644))

@@ -10,7 +10,10 @@
 package faultproxy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -66,17 +69,25 @@ type Proxy struct {
 	mode  Mode
 	delay time.Duration
 	held  chan struct{} // in Hold: closed when the proxy leaves it
-	// holding counts the chunks read in Hold and not written yet.
+	// holding counts the chunks held (Hold, HoldNext) or delayed and not written yet.
 	holding int
 	conns   map[*pair]struct{}
+	// pattern: HoldNext's, until a client sends it; one is closed by its heal.
+	pattern []byte
+	one     chan struct{}
+	caught  chan struct{}
 
 	wg     sync.WaitGroup
 	closed chan struct{}
 	once   sync.Once
 }
 
-// pair is one proxied connection: the client's side and the upstream side.
-type pair struct{ client, server net.Conn }
+// pair is one proxied connection: the client's side and the upstream side;
+// held, once HoldNext caught it: what its client sends is held until closed.
+type pair struct {
+	client, server net.Conn
+	held           chan struct{}
+}
 
 // New starts a proxy on a free 127.0.0.1 port that forwards to upstream, in
 // Pass mode.
@@ -127,8 +138,35 @@ func (p *Proxy) state() (Mode, time.Duration, chan struct{}) {
 	return p.mode, p.delay, p.held
 }
 
-// Held returns the number of chunks of bytes read in Hold mode and not
-// forwarded yet.
+// HoldNext holds one connection: the first whose client sends bytes that
+// contain pattern, from those bytes on; what that client sends is kept, in
+// order, until heal is called, then forwarded, also to a server whose
+// client has since closed its side (a command held in the network that
+// arrives late). Other connections, new ones too, pass meanwhile, in the
+// proxy's mode. caught is closed once a connection is held. Call heal once.
+func (p *Proxy) HoldNext(pattern []byte) (caught <-chan struct{}, heal func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pattern, p.one, p.caught = bytes.Clone(pattern), make(chan struct{}), make(chan struct{})
+	one := p.one
+	return p.caught, func() { close(one) }
+}
+
+// heldBy returns the channel that holds what c's client sends in data, nil
+// when it is not held (see HoldNext).
+func (p *Proxy) heldBy(c *pair, data []byte) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.held == nil && p.pattern != nil && bytes.Contains(data, p.pattern) {
+		c.held, p.pattern = p.one, nil
+		close(p.caught)
+	}
+	return c.held
+}
+
+// Held returns the number of chunks of bytes held (Hold, HoldNext) or
+// delayed (Delay) and not forwarded yet: one that was is in its
+// destination's socket.
 func (p *Proxy) Held() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -216,12 +254,45 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(c *pair) {
 	defer p.wg.Done()
 	var both sync.WaitGroup
-	both.Go(func() { p.forward(c.server, c.client); c.reset() })
-	both.Go(func() { p.forward(c.client, c.server); c.reset() })
+	both.Go(func() {
+		if p.forward(c.server, c.client, c) {
+			// The client closed its side: so does the server's, after
+			// what was sent before (held bytes too), which a reset could
+			// discard unread; the server's close then ends the pair.
+			if tcp, ok := c.server.(*net.TCPConn); ok && tcp.CloseWrite() == nil {
+				return
+			}
+		}
+		c.reset()
+	})
+	both.Go(func() { p.forward(c.client, c.server, nil); c.reset() })
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
+}
+
+// write writes ch to dst once its delay ends, unless an earlier write failed
+// (then it drops it, so that the reader never blocks on a dead writer); it
+// tells whether writing failed.
+func (p *Proxy) write(dst, src net.Conn, ch chunk, failed bool) bool {
+	if failed {
+		return true
+	}
+	if wait := time.Until(ch.due); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-p.closed:
+			timer.Stop()
+			return true
+		}
+	}
+	if _, err := dst.Write(ch.data); err != nil {
+		_ = src.Close() // unblocks the reader
+		return true
+	}
+	return false
 }
 
 // chunk is bytes read at one instant, to be written once their delay ends.
@@ -234,41 +305,27 @@ type chunk struct {
 // forward copies from src to dst according to the mode at the time each
 // chunk is read. A writer goroutine keeps the order and lets delayed chunks
 // overlap in flight, as on a long link (the delay is latency, not a
-// bandwidth limit).
-func (p *Proxy) forward(dst, src net.Conn) {
+// bandwidth limit). from is the pair when src is its client (see HoldNext).
+// It tells whether src ended with its peer's close (EOF), once every chunk
+// read before was written.
+func (p *Proxy) forward(dst, src net.Conn, from *pair) (closed bool) {
 	queue := make(chan chunk, 1024)
 	var writer sync.WaitGroup
 	writer.Go(func() {
 		failed := false
 		for ch := range queue {
-			if ch.held != nil {
-				if !failed {
-					select {
-					case <-ch.held:
-					case <-p.closed:
-						failed = true
-					}
-				}
-				p.mu.Lock()
-				p.holding--
-				p.mu.Unlock()
-			}
-			if failed {
-				continue // drain, so the reader never blocks on a dead writer
-			}
-			if wait := time.Until(ch.due); wait > 0 {
-				timer := time.NewTimer(wait)
+			if ch.held != nil && !failed {
 				select {
-				case <-timer.C:
+				case <-ch.held:
 				case <-p.closed:
-					timer.Stop()
 					failed = true
-					continue
 				}
 			}
-			if _, err := dst.Write(ch.data); err != nil {
-				failed = true
-				_ = src.Close() // unblocks the reader
+			failed = p.write(dst, src, ch, failed)
+			if ch.held != nil || !ch.due.IsZero() {
+				p.mu.Lock()
+				p.holding-- // written (or dropped): see Held
+				p.mu.Unlock()
 			}
 		}
 	})
@@ -279,6 +336,11 @@ func (p *Proxy) forward(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			mode, delay, held := p.state()
+			if from != nil {
+				if one := p.heldBy(from, buf[:n]); one != nil {
+					mode, held = Hold, one
+				}
+			}
 			switch mode {
 			case Blackhole:
 				// swallowed
@@ -288,13 +350,16 @@ func (p *Proxy) forward(dst, src net.Conn) {
 				p.mu.Unlock()
 				queue <- chunk{data: append([]byte(nil), buf[:n]...), held: held}
 			case Delay:
+				p.mu.Lock()
+				p.holding++
+				p.mu.Unlock()
 				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay)}
 			default:
 				queue <- chunk{data: append([]byte(nil), buf[:n]...)}
 			}
 		}
 		if err != nil {
-			return // EOF, a reset, or Close: the deferred close ends the writer
+			return errors.Is(err, io.EOF) // EOF, a reset, or Close: the deferred close ends the writer
 		}
 	}
 }

@@ -214,6 +214,43 @@ func TestProxyModes(t *testing.T) {
 		}
 	})
 
+	t.Run("hold next keeps what one connection sends from the pattern on, while the others pass, and delivers it when healed", func(t *testing.T) {
+		p := newProxy(t)
+		conn, r := dial(t, p)
+		other, otherReader := dial(t, p)
+		_, err := roundTrip(conn, r, "warm", 5*time.Second)
+		require.NoError(t, err)
+		caught, heal := p.HoldNext([]byte("key"))
+		got, err := roundTrip(conn, r, "before", 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "before", got, "held from the pattern on only")
+		_, err = roundTrip(conn, r, "the key", 200*time.Millisecond)
+		require.True(t, isTimeout(err), "nothing comes back while held: %v", err)
+		select {
+		case <-caught:
+		default:
+			t.Fatal("not caught")
+		}
+		_, err = conn.Write([]byte("after\n"))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return p.Held() == 2 }, 5*time.Second, time.Millisecond)
+		got, err = roundTrip(other, otherReader, "the key again", 5*time.Second)
+		require.NoError(t, err, "another connection passes, even with the pattern")
+		require.Equal(t, "the key again", got)
+		fresh, freshReader := dial(t, p)
+		got, err = roundTrip(fresh, freshReader, "fresh", 5*time.Second)
+		require.NoError(t, err, "a new connection passes")
+		require.Equal(t, "fresh", got)
+		heal()
+		require.Eventually(t, func() bool { return p.Held() == 0 }, 5*time.Second, time.Millisecond)
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		for _, want := range []string{"the key", "after"} {
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, want+"\n", line, "in order, once healed")
+		}
+	})
+
 	t.Run("close is idempotent and waits for its goroutines", func(t *testing.T) {
 		p, err := faultproxy.New(echoServer(t))
 		require.NoError(t, err)

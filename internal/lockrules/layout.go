@@ -11,6 +11,9 @@
 //	prefix{name}:fence      the fence counter (WithFencing); no expiry
 //	prefix{name}:q          the waiters' queue, by arrival (a sorted set)
 //	prefix{name}:qx         when each waiter's place lapses (a sorted set)
+//	prefix{name}:left:T     a waiter that left while a command of its may
+//	                        still be on its way, T its ticket (16 hex digits
+//	                        of its token's SHA1): a late command takes nothing
 //	prefix{name}:released   the channel a release is announced on
 //	prefix{name}:released:T a hand-over to a waiter of the Client tagged T
 //	prefix{name}:limit      a semaphore's limit (its key is then a sorted
@@ -36,6 +39,7 @@ const (
 	ReleasedSuffix = ":released"
 	LimitSuffix    = ":limit"
 	SharedSuffix   = ":s"
+	LeftSuffix     = ":left:"
 )
 
 // MetadataSeparator comes between the token and the holder's metadata in
@@ -83,6 +87,9 @@ func Queue(lockKey string) string { return lockKey + QueueSuffix }
 
 // Expiry returns the queue's expiries of the lock key.
 func Expiry(lockKey string) string { return lockKey + ExpirySuffix }
+
+// Left returns the mark of the waiter with ticket that left the lock key's queue.
+func Left(lockKey, ticket string) string { return lockKey + LeftSuffix + ticket }
 
 // Shared returns the shared holders' set of the lock key.
 func Shared(lockKey string) string { return lockKey + SharedSuffix }
