@@ -108,7 +108,6 @@ type acquisition struct {
 	failing  error
 	failures int
 	retryAt  time.Time
-	renew    bool // the janitor gives the last token back: the next attempt needs its own
 
 	// ticket: what a hand-over to us announces; firstSent: our first attempt's send time.
 	ticket    string
@@ -169,7 +168,7 @@ func (a *call) capWait(campaign bool) {
 
 // setToken gives the attempts their token: a shared hold's and a queued
 // waiter's is its place in the server's queue, one for all its attempts (but
-// after one without an answer, see failed); others take one per attempt.
+// after one given back, see giveBack); others take one per attempt.
 func (a *acquisition) setToken() {
 	r := &a.l.ref
 	if a.kind != sharedHold && !a.queued {
@@ -182,9 +181,11 @@ func (a *acquisition) setToken() {
 		old := a.ticket
 		a.ticket = handoffTicket(r.token)
 		r.leftKey = lockrules.Left(r.key, a.ticket)
-		if a.seat != nil { // a hand-over to the old token is the janitor's to pass on
-			a.room.unseat(old)
-			a.seat = a.room.expect(a.ticket)
+		if a.room != nil { // a hand-over to the old token is the janitor's to pass on
+			a.room.unseat(old) // (also a seat a releaser made for it)
+			if a.seat != nil {
+				a.seat = a.room.expect(a.ticket)
+			}
 		}
 	}
 }
@@ -256,7 +257,7 @@ func (a *acquisition) enterRoom(key string) error {
 			// The turn came as we gave up, with an attempt made for us:
 			// give back what it took (see close) when we know it ran.
 			if a.early.reply.Err() != nil {
-				a.giveBackUncertain(nil)
+				a.giveBack(true, nil)
 			} else {
 				a.inQueue = true
 			}
@@ -289,9 +290,8 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if a.room != nil {
 		a.woken = a.room.wakeup() // an announcement after the attempt wakes us
 	}
-	if a.renew || !a.queued && a.kind != sharedHold {
+	if !a.queued && a.kind != sharedHold {
 		a.setToken()
-		a.renew = false
 	}
 	var holderTTL time.Duration
 	if early := a.early; early != nil && early.reply.Err() == nil {
@@ -363,16 +363,31 @@ func (a *acquisition) handedOver() (time.Duration, bool) {
 	return lease, true
 }
 
-// giveBackUncertain: what an unanswered attempt may take, a lease and a
-// queue place (queueHold), under the attempt's token: the janitor gets a copy
-// (commands its own), as the next attempt takes another token. The give-back
-// marks that token gone: the attempt may still arrive, after it (see
-// lockRef.giveBackArgs).
-func (a *acquisition) giveBackUncertain(way *onItsWay) {
-	ref := a.l.ref.copyFor(a.o, a.c.publish)
-	ref.markLeft = true
-	a.c.cleaner.addUncertain(ref, max(a.o.ttl, queueHold), way)
-	a.renew = true
+// giveBack has the janitor give back what the last attempt took, or may
+// take when uncertain (no answer; way: still on its way), under its token:
+// a lease and a queue place (queueHold). The call goes on at once under a
+// new token (setToken), in a ref of its own: a hand-over to the old token is
+// the janitor's to pass on, never the waiter's to take (it would hold a
+// Lock whose key the give-back frees), and the old ref is left as it is to
+// a command still on its way, which reads its token and keys through
+// pointers into it (see lockRef). An uncertain give-back marks the token
+// gone: the attempt may still arrive, after it (see lockRef.giveBackArgs).
+func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
+	old := a.l
+	a.l = &hold{client: old.client, opts: old.opts, name: old.name, caller: old.caller, ref: old.ref}
+	r := &a.l.ref
+	r.acquireArgs = nil
+	if r.multi != nil {
+		r.multi = r.multi.fresh()
+	}
+	r.commands(a.o, a.c.publish)
+	if uncertain {
+		old.ref.markLeft = true
+		a.c.cleaner.addUncertain(&old.ref, max(a.o.ttl, queueHold), way)
+	} else {
+		a.c.cleaner.add(&old.ref, a.sent.Add(a.o.ttl))
+	}
+	a.setToken()
 }
 
 // failed turns an attempt's error into the call's, or nil when the caller
@@ -386,7 +401,7 @@ func (a *acquisition) failed(err error) error {
 		if a.c.store.queues() {
 			var way *onItsWay
 			errors.As(err, &way)
-			a.giveBackUncertain(way)
+			a.giveBack(true, way)
 		}
 		// No call to a Redis that just failed; an error reply took nothing,
 		// and close gives back the place we had. (A reply not read within
@@ -498,8 +513,7 @@ func (a *call) heldFor(holder time.Duration) {
 // of its own: the janitor gives this one back).
 func (a *acquisition) tooLate() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
-		a.c.cleaner.add(a.l.ref.copyFor(a.o, a.c.publish), a.sent.Add(ttl))
-		a.renew = true
+		a.giveBack(false, nil)
 		return fmt.Errorf("%w: %s %s: %w (%v after sending, TTL %v)", ErrNotAcquired, a.kind.what(),
 			a.subjectName(), errTooLate, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}

@@ -50,3 +50,17 @@ type ScriptCalls = scriptCount
 // CountAcquireScript returns a hook counting the acquire script's calls:
 // a waiter's attempts, and its claims.
 func CountAcquireScript() *ScriptCalls { return &scriptCount{sha: acquireSHA.(string)} }
+
+// JanitorPending returns how many give-backs c's janitor has yet to finish
+// (one more while a round runs): 0 once it is idle.
+func JanitorPending(c *Client) int { return c.cleaner.pending() }
+
+func (j *janitor) pending() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := j.items.Len()
+	if j.busy {
+		n++
+	}
+	return n
+}

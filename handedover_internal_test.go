@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -510,4 +511,117 @@ func TestAHandedOverLocksMaximumHoldCountsFromTheTake(t *testing.T) {
 		require.Greater(t, held, maxHold/2, "lost %v after Acquire returned: the maximum hold counted the wait", held)
 		_ = r.l.Release(ctx)
 	})
+}
+
+// An attempt that landed but whose reply was lost (a timeout) left the
+// waiter's place in line under its token, and a release handed the lock to
+// that token before the janitor gave it back: the waiter does not take that
+// hand-over (the give-back lets the lock go), it goes on under a token of
+// its own, and whatever Lock it returns, the key holds its token. (It took
+// the hand-over as its lock, under the token the janitor then released:
+// the key was free while the waiter held a Lock.)
+func TestAHandOverToAGivenBackTokenIsNotTaken(t *testing.T) {
+	t.Parallel()
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		holders := New(admin, WithLogger(discard()))
+		t.Cleanup(func() { _ = holders.Close(context.Background()) })
+		holder, err := holders.Acquire(ctx, "given-back", WithTTL(time.Minute))
+		require.NoError(t, err)
+		key := DefaultKeyPrefix + "{given-back}"
+
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = rdb.Close() })
+		waiter := New(rdb, WithLogger(discard()), WithRetry(LinearBackoff(time.Hour)))
+		t.Cleanup(func() { _ = waiter.Close(context.Background()) })
+		channel := handoverChannel(key, waiter.rooms().tag)
+		// The attempt to lose: the first once the waiter hears its
+		// hand-overs (it tries again at once then), so that the hand-over
+		// comes with most of its lease left, as one would in production.
+		lose := &lostReply{sha: acquireSHA, ran: make(chan struct{}), goOn: make(chan struct{}),
+			ready: func() bool { return admin.PubSubNumSub(ctx, channel).Val()[channel] == 1 }}
+		rdb.AddHook(lose)
+		got := make(chan acquireResult, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, "given-back", WithTTL(time.Minute))
+			got <- acquireResult{l, err}
+		}()
+		select {
+		case <-lose.ran:
+		case <-ctx.Done():
+			t.Fatal("the waiter never queued and listened")
+		}
+		// The attempt ran (the waiter is in line under its token); before
+		// its reply is lost, the holder's release hands the lock to that
+		// token, and the announcement reaches the waiter's room.
+		queued := admin.ZRange(ctx, key+":q", 0, -1).Val()
+		require.Len(t, queued, 1)
+		ticket := handoffTicket(queued[0])
+		require.NoError(t, holder.Release(ctx))
+		waitFor(t, func() bool { return waiter.rooms().announced(key, ticket) }, "the hand-over was not announced to the waiter")
+		close(lose.goOn)
+
+		r := <-got
+		require.NoError(t, r.err)
+		waitFor(t, func() bool { return waiter.cleaner.pending() == 0 }, "the janitor did not finish")
+		require.Equal(t, r.l.Token(), admin.Get(ctx, key).Val(), "the waiter's Lock is held under its token")
+		require.NoError(t, r.l.Release(ctx))
+	})
+}
+
+// announced tells whether a hand-over to ticket waits in key's room.
+func (w *waitRooms) announced(key, ticket string) bool {
+	w.mu.Lock()
+	room := w.rooms[key]
+	w.mu.Unlock()
+	if room == nil {
+		return false
+	}
+	room.mu.Lock()
+	defer room.mu.Unlock()
+	s := room.seats[ticket]
+	return s != nil && s.handed > 0
+}
+
+// lostReply is a go-redis hook that runs the first call of a script (by
+// SHA1) made once ready, signals ran, waits for goOn, and then answers it
+// with a timeout, as a stalled link whose reply never came: an attempt
+// that landed, unanswered.
+type lostReply struct {
+	sha      any
+	ready    func() bool
+	ran      chan struct{}
+	goOn     chan struct{}
+	lostOnce atomic.Bool
+}
+
+func (h *lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.lose([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.lose(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func (h *lostReply) lose(cmds []redis.Cmder, send func() error) error {
+	args := cmds[0].Args()
+	if len(cmds) != 1 || len(args) < 2 || args[1] != h.sha || h.lostOnce.Load() || !h.ready() {
+		return send()
+	}
+	h.lostOnce.Store(true)
+	_ = send()
+	close(h.ran)
+	<-h.goOn
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	cmds[0].SetErr(timeout)
+	return timeout
 }

@@ -138,6 +138,13 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	return m, nil
 }
 
+// fresh is m for another attempt's ref (see acquisition.giveBack): its
+// layout shared, its commands to prepare, its fences and blocker its own.
+func (m *multiRef) fresh() *multiRef {
+	return &multiRef{first: m.first, firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
+		spans: m.spans, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
+}
+
 // prepare returns each group's EVALSHA of sha on its names' keys, then their
 // extra keys, then args; keys after the first go in as *string (see lockRef).
 func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
