@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"time"
@@ -392,12 +393,19 @@ func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
 
 // failed turns an attempt's error into the call's, or nil when the caller
 // rides through it (see transient). An attempt without an answer may still
-// take the key under its token: the janitor gives it back; one that never
-// left this Client (unsentError) took nothing.
+// take the key under its token: the janitor gives it back; one of which
+// nothing reached Redis (nothingSent) took nothing, however long an outage
+// lasts: no give-back, and the same token.
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
-	var unsent unsentError
-	if !errors.As(err, &unsent) && (!errors.As(err, &reply) || a.ctx.Err() != nil) {
+	switch {
+	case nothingSent(err):
+		// A queued waiter keeps its place: go-redis's own retries may have
+		// sent an earlier try of this attempt before the last could not
+		// connect, whose place (or key) its next attempt finds as its own,
+		// and close gives back if it gives up.
+		a.inQueue = a.inQueue || a.queued
+	case !errors.As(err, &reply) || a.ctx.Err() != nil:
 		if a.c.store.queues() {
 			var way *onItsWay
 			errors.As(err, &way)
@@ -477,6 +485,16 @@ func transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// nothingSent tells whether err says that nothing of an attempt reached
+// Redis: it never left the batcher's queue (unsentError), go-redis could not
+// connect (a dial error: refused, no route, timed out) or found no free
+// connection in its pool (redis.ErrPoolTimeout).
+func nothingSent(err error) bool {
+	var unsent unsentError
+	var op *net.OpError
+	return errors.As(err, &unsent) || errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // errBadReply is wrapped by the error of an acquire reply the library cannot

@@ -7,6 +7,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -495,4 +496,132 @@ func TestAWaitEndingDuringAnOutageFailsClosed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A wait rides through an outage in which Redis refuses connections without
+// giving anything back: an attempt that could not connect sent nothing. The
+// waiter keeps its token (and its place in line), and leaves the janitor no
+// work and Redis no mark. (Every failed attempt counted as one that might
+// have landed: a give-back and a mark each, and a new token for the next.)
+// Redis goes away while no attempt is on its way (a gate holds them), so
+// every failure in the outage is a refused dial.
+func TestAWaitThroughRefusedConnectionsGivesNothingBack(t *testing.T) {
+	t.Parallel()
+	servers := []struct {
+		name  string
+		start func(t *testing.T) (addr string, down, up func())
+	}{
+		{"miniredis", func(t *testing.T) (string, func(), func()) {
+			mini := miniredis.RunT(t) // its keys stay across the outage
+			return mini.Addr(), mini.Close, func() { require.NoError(t, mini.Restart()) }
+		}},
+		{"redis-server", func(t *testing.T) (string, func(), func()) {
+			server := redistest.Start(t) // its keys go with the restart
+			return server.Addr(), server.Kill, func() { server.Restart(t) }
+		}},
+	}
+	goRedisRetries(t, func(t *testing.T, maxRetries int) {
+		for _, srv := range servers {
+			t.Run(srv.name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				addr, down, up := srv.start(t)
+				direct := newRedisClient(t, addr)
+				holder, err := redislock.New(direct, quiet).Acquire(ctx, "refused")
+				require.NoError(t, err)
+				gate := &sendGate{}
+				rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: maxRetries})
+				rdb.AddHook(gate)
+				t.Cleanup(func() { _ = rdb.Close() })
+				waiter := redislock.New(rdb, quiet)
+				t.Cleanup(func() { _ = waiter.Close(context.Background()) })
+				got := make(chan waitResult, 1)
+				var token string
+				go func() {
+					l, err := waiter.Acquire(ctx, "refused", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+					if err == nil {
+						token = l.Token()
+						err = l.Release(context.Background())
+					}
+					got <- waitResult{err == nil, err}
+				}()
+				eventually(t, 10*time.Second, func() bool { return queueLen(t, direct, "refused") == 1 }, "the waiter never queued")
+				queued := direct.ZRange(ctx, queueKey("refused"), 0, -1).Val()[0]
+
+				gate.hold()
+				eventually(t, 10*time.Second, func() bool { return gate.onItsWay() == 0 }, "an attempt stayed on its way")
+				down()
+				gate.open()
+				eventually(t, 20*time.Second, func() bool { return gate.refused() > 0 }, "no attempt failed in the outage")
+				up()
+				_ = holder.Release(ctx) // (lost with a redis-server's keys)
+				r := <-got
+				require.NoError(t, r.err)
+				require.Equal(t, 0, gate.others(), "every failure in the outage was a refused dial")
+				require.Equal(t, queued, token, "the waiter's token, the one it queued with before the outage")
+				require.Zero(t, redislock.JanitorPending(waiter), "nothing to give back")
+				require.Empty(t, direct.Keys(ctx, "lock:{refused}:left:*").Val(), "no waiter marked gone")
+			})
+		}
+	})
+}
+
+// sendGate is a go-redis hook on a waiter's client that holds its attempts
+// (see isAttempt) before they are sent while held, counts those past it and
+// not answered yet, and sorts their failures: refused dials, and others.
+type sendGate struct {
+	mu              sync.Mutex
+	held            chan struct{} // non-nil while held: attempts wait for it
+	sending         int
+	dials, failures int
+}
+
+func (g *sendGate) hold() { g.mu.Lock(); g.held = make(chan struct{}); g.mu.Unlock() }
+func (g *sendGate) open() { g.mu.Lock(); close(g.held); g.held = nil; g.mu.Unlock() }
+
+func (g *sendGate) onItsWay() int { g.mu.Lock(); defer g.mu.Unlock(); return g.sending }
+func (g *sendGate) refused() int  { g.mu.Lock(); defer g.mu.Unlock(); return g.dials }
+func (g *sendGate) others() int   { g.mu.Lock(); defer g.mu.Unlock(); return g.failures }
+
+func (g *sendGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *sendGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return g.pass([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (g *sendGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return g.pass(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func (g *sendGate) pass(cmds []redis.Cmder, send func() error) error {
+	if !isAttempt(cmds[0]) {
+		return send()
+	}
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	g.mu.Lock()
+	g.sending++
+	g.mu.Unlock()
+	err := send()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sending--
+	var op *net.OpError
+	switch {
+	case err == nil || err == redis.Nil || redis.HasErrorPrefix(err, "NOSCRIPT"):
+	case errors.As(err, &op) && op.Op == "dial":
+		g.dials++
+	default:
+		g.failures++
+	}
+	return err
 }
