@@ -386,7 +386,9 @@ func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
 		old.ref.markLeft = true
 		a.c.cleaner.addUncertain(&old.ref, max(a.o.ttl, queueHold), way)
 	} else {
-		a.c.cleaner.add(&old.ref, a.sent.Add(a.o.ttl))
+		// What it took, known: given back at once, as a waiter that gives
+		// up leaves (on a healthy link, before the caller goes on).
+		a.c.leave(&old.ref, a.sent.Add(a.o.ttl))
 	}
 	a.setToken()
 }
@@ -399,6 +401,12 @@ func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
 func (a *acquisition) failed(err error) error {
 	var reply redis.Error
 	switch {
+	case a.c.store.queues() && errors.Is(err, ErrReplicaAck):
+		// The attempt took the lock (its reply was read), too few replicas
+		// have it: given back, as nothing is on its way, unmarked. (A
+		// quorum's nodes give back themselves.)
+		a.giveBack(false, nil)
+		a.inQueue = false
 	case nothingSent(err):
 		// A queued waiter keeps its place: go-redis's own retries may have
 		// sent an earlier try of this attempt before the last could not
@@ -460,14 +468,17 @@ func (a *acquisition) again(err error, transient bool) bool {
 
 // notNow are the replies of a Redis that is there but will take the command
 // later, or elsewhere: a slot migrating (TRYAGAIN), a primary demoted by a
-// failover (READONLY), a slot moved (after go-redis's redirects ran out), no
-// free connection on the server.
-var notNow = []string{"TRYAGAIN", "READONLY", "MOVED", "ASK", "max number of clients"}
+// failover (READONLY), a slot moved (after go-redis's redirects ran out),
+// too few replicas for a write (NOREPLICAS: min-replicas-to-write), no free
+// connection on the server.
+var notNow = []string{"TRYAGAIN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "max number of clients"}
 
 // transient is the one rule, for every kind (Elect too), of the errors a
 // waiting caller rides through: Redis could not be reached or serve now
 // (isUnreachable: network errors, timeouts, no quorum, LOADING, MASTERDOWN,
-// CLUSTERDOWN, BUSY, too few replicas' acks after a failover), answered too
+// CLUSTERDOWN, BUSY), too few replicas acknowledged (ErrReplicaAck, whatever
+// WAIT answered: a replica catching up after a failover; a shortfall that
+// lasts has a waiter try until its ctx or strategy ends), answered too
 // late for the lease (errTooLate: a timeout) or said notNow. The rest are
 // verdicts, the call ends: another reply (WRONGTYPE, NOPERM, SEMLIMIT, a
 // script's own error), a reply the library cannot read, a go-redis client
@@ -476,7 +487,7 @@ func transient(err error) bool {
 	if errors.Is(err, errBadReply) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
-	if isUnreachable(err) || errors.Is(err, errTooLate) {
+	if isUnreachable(err) || errors.Is(err, errTooLate) || errors.Is(err, ErrReplicaAck) {
 		return true
 	}
 	for _, prefix := range notNow {
@@ -585,7 +596,7 @@ func (a *call) fail(err error) (*Lock, error) {
 // close undoes what a failed acquisition leaves: our queue place, the turn, timers.
 func (a *acquisition) close() {
 	if a.inQueue {
-		a.c.leave(&a.l.ref)
+		a.c.leave(&a.l.ref, time.Now().Add(queueHold))
 	}
 	if a.room != nil && !a.keepRoom {
 		if a.queued { // also a seat a releaser made for us as we gave up

@@ -27,7 +27,8 @@ var (
 	ErrReleased = errors.New("redislock: lock released")
 
 	// ErrReplicaAck: fewer replicas than WithReplicaAck asked for acked a
-	// write in time; the lock was released again (an extension: retried).
+	// write in time; the lock was given back (an extension: retried). A
+	// waiting caller tries again (see WithReplicaAck).
 	ErrReplicaAck = errors.New("redislock: not acknowledged by enough replicas")
 
 	// ErrClosed is returned by the calls of a closed Client, also to waiting

@@ -131,8 +131,9 @@ func (j *janitor) flush(ctx context.Context) {
 var leaveWait time.Duration
 
 // leave takes ref's place out of the lock's queue, and gives back a lock
-// handed to it meanwhile, on a goroutine of its own (go-redis may not
-// honour a deadline while it reads); the janitor retries a failure. The
+// handed to it meanwhile (or one it took, see acquisition.giveBack), on a
+// goroutine of its own (go-redis may not honour a deadline while it reads);
+// the janitor retries a failure until until. The
 // waiter waits for it as long as the link usually takes (the batcher's
 // usualWait, its late rule) from when that goroutine runs (a busy CPU is
 // no stalled link): on a healthy link the give-back has landed when the
@@ -141,7 +142,7 @@ var leaveWait time.Duration
 // (and, say, closes the go-redis client); on a stalled link it returns at
 // once, and leaving is finished in the background. (A constant 250 ms made
 // every waiter that gave up on a stalled link return that late.)
-func (c *Client) leave(ref *lockRef) {
+func (c *Client) leave(ref *lockRef, until time.Time) {
 	if !c.bg.enter() {
 		return // Client.Close swept what was left; the place lapses
 	}
@@ -153,7 +154,7 @@ func (c *Client) leave(ref *lockRef) {
 		defer cancel()
 		close(running)
 		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
-			c.cleaner.add(ref, time.Now().Add(queueHold))
+			c.cleaner.add(ref, until)
 		}
 	}()
 	wait := defaultMaxLate // a client that does not batch: the bound of a late send

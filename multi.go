@@ -367,12 +367,14 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		}
 		took, heldAt, holder, err := parseMultiAcquire(cmd, m.fences[g.from:g.to], o.fencing)
 		if err == nil && took && ackErr != nil {
-			err = ackErr // not safe to hold: a failover could lose it
-			gi++         // given back with the others
+			// Not safe to hold: a failover could lose it. (One group: no
+			// WithReplicaAck on a Cluster.) The caller gives it back, as
+			// acquireAcked's.
+			return false, 0, 0, ackErr
 		}
 		if err != nil {
 			var reply redis.Error
-			if errors.As(err, &reply) || ackErr != nil {
+			if errors.As(err, &reply) {
 				// This group answered: give back what the attempt took (one
 				// without an answer is the janitor's, this group included).
 				s.giveBack(ref, gi, o.ttl)

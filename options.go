@@ -199,8 +199,11 @@ func WithMaxHold(d time.Duration) Option {
 
 // WithReplicaAck makes the acquisition and each extension wait (Redis' WAIT,
 // same round trip) until replicas replicas acknowledged it or timeout
-// passed. An acquisition not acknowledged is released and fails with
-// ErrReplicaAck; an extension not acknowledged does not move the safe
+// passed. An acquisition not acknowledged is given back and fails with
+// ErrReplicaAck, which a waiting caller rides through as it does a Redis
+// error (a replica catching up after a failover), each attempt under a new
+// token: with fewer replicas than asked for for good, it tries until its ctx
+// or strategy ends. An extension not acknowledged does not move the safe
 // deadline and is retried. Default off. It narrows the failover window but
 // does not close it: WAIT makes nothing durable, nor picks the replica
 // promoted. It needs replicas >= 1, timeout > 0 and one primary (not a

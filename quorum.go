@@ -320,7 +320,7 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	att := &attempt{token: token}
 	timeout := nodeTimeout(o.ttl)
 	answers, abandoned := q.ask(ctx, timeout, nil, func(ctx context.Context, n quorumNode) answer {
-		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token, false)
+		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token)
 		return answer{acquired: acquired, holderTTL: holderTTL, err: err}
 	}, func(node int, a answer) { q.landed(att, node, key, a) })
 	elapsed := time.Since(start)

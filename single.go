@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // singleStore keeps every lock on one Redis deployment.
@@ -97,8 +96,6 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	switch {
 	case ref.kind == multiLock:
 		return s.acquireMulti(ctx, o, ref)
-	case o.replicas > 0 && ref.kind == exclusiveLock:
-		return s.acquireKey(ctx, o, ref.key, ref.token, ref.waiting)
 	case o.replicas > 0:
 		return s.acquireAcked(ctx, o, ref)
 	}
@@ -132,13 +129,13 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	return acquired, fence, holder, err
 }
 
-// acquireAcked: a shared or semaphore hold with WithReplicaAck's WAIT.
+// acquireAcked is an attempt with WithReplicaAck's WAIT. One it took that
+// too few replicas acknowledged fails with ErrReplicaAck: not safe to hold,
+// a failover could lose it; the caller gives it back (acquisition.failed).
 func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireSource(), ref.acquireCommand(true))
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil && acquired && ackErr != nil {
-		// Not safe to hold: a failover could lose it.
-		s.cleaner.add(ref.copyFor(o, s.publishCommand()), time.Now().Add(o.ttl))
 		return false, 0, 0, ackErr
 	}
 	return acquired, fence, holder, err
@@ -148,17 +145,10 @@ func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef)
 // nil error, and this runs on every acquire and release.
 func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
 
-// acquireKey is acquire from strings, for a quorum's nodes (WAIT included).
-func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string, waiting bool) (bool, int64, time.Duration, error) {
-	names := []string{key}
-	fenced, wait := "0", any("0")
-	if o.fencing {
-		names, fenced = append(names, lockrules.Fence(key)), "1"
-	}
-	if waiting {
-		names, wait = append(names, lockrules.Queue(key), lockrules.Expiry(key), lockrules.Left(key, handoffTicket(token))), queueHoldArg
-	}
-	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, names, token, o.ttl.Milliseconds(), fenced, wait)
+// acquireKey is acquire from strings, for a quorum's nodes (WAIT included;
+// no queue: a quorum's waiters poll), which give back themselves.
+func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
+	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, []string{key}, token, o.ttl.Milliseconds(), "0", "0")
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
 	if err != nil || !acquired {
 		return false, 0, holder, err

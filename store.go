@@ -135,14 +135,6 @@ func (r *lockRef) commands(o *options, publish any) {
 	}
 }
 
-// copyFor is a copy of r, its commands its own: a give-back of an attempt's
-// token, which the next attempt changes.
-func (r *lockRef) copyFor(o *options, publish any) *lockRef {
-	c := *r
-	c.commands(o, publish)
-	return &c
-}
-
 // scriptsOf: the scripts of a one-key lock by kind, and their SHA1s boxed once.
 var scriptsOf = [...]struct {
 	acquireSource, releaseSource string
