@@ -37,9 +37,7 @@ func (c *Client) Close(ctx context.Context) error {
 	refs := c.endHeld()
 	watchDone := c.scheduler.close()
 	c.deadlines.close()
-	if s, ok := c.store.(singleStore); ok {
-		s.slots.stop()
-	}
+	c.store.stop()
 	// The network part runs on a goroutine of its own: go-redis may not
 	// honour ctx's deadline while it reads, and Close returns by that
 	// deadline; what is left stops at the go-redis client's timeouts.

@@ -131,6 +131,8 @@ func (m *slotMap) reload() {
 	m.timer.Reset(reloadEvery)
 }
 
+func (s singleStore) stop() { s.slots.stop() }
+
 // stop ends the reloads (Client.Close).
 func (m *slotMap) stop() {
 	if m == nil {

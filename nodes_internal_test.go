@@ -82,3 +82,27 @@ func TestTheSlotMapIsReloadedWhileErrorsComeAtMostEvery250ms(t *testing.T) {
 	defer m.mu.Unlock()
 	require.Nil(t, m.timer, "no timer after stop")
 }
+
+// Close ends the slot map reloads of every node: a quorum's Cluster nodes
+// each have a slot map. (Close stopped the single store's only: a quorum
+// node's timer went on reloading, from the time.AfterFunc goroutine, after
+// Close had returned.)
+func TestCloseStopsEverySlotMap(t *testing.T) {
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+		return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: "127.0.0.1:1"}}}}, nil
+	}})
+	defer cluster.Close()
+	others := []*redis.Client{redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"}), redis.NewClient(&redis.Options{Addr: "127.0.0.1:3"})}
+	for _, c := range others {
+		defer c.Close()
+	}
+	c, err := NewQuorum([]redis.UniversalClient{cluster, others[0], others[1]}, WithLogger(discard()))
+	require.NoError(t, err)
+	m := c.store.(*quorumStore).nodes[0].slots
+	m.note(errors.New("CLUSTERDOWN The cluster is down"))
+	require.NoError(t, c.Close(context.Background()))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	require.True(t, m.stopped, "the node's reloads ended with Close")
+	require.Nil(t, m.timer)
+}

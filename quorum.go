@@ -286,6 +286,13 @@ func (q *quorumStore) idle() <-chan struct{} { return nil }
 
 func (q *quorumStore) slotted() bool { return false }
 
+// stop stops each node's (a Cluster node has a slot map of its own).
+func (q *quorumStore) stop() {
+	for _, n := range q.nodes {
+		n.stop()
+	}
+}
+
 // abandon releases each ref on every node (nothing queues on a quorum).
 func (q *quorumStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))

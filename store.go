@@ -41,6 +41,9 @@ type store interface {
 	slotted() bool
 	// queues: waiters queue on the server (lua/release.lua), one token each.
 	queues() bool
+	// stop ends what the store runs by itself (a Cluster's slot map
+	// reloads, see slotMap), for Client.Close.
+	stop()
 }
 
 // lockRef is one lock as its store commands see it, with its commands built
