@@ -147,16 +147,26 @@ func (m *slotMap) stop() {
 }
 
 // staleMap tells whether err is one a node gives when it is not where the
-// map says, or gone. A timeout counts (context.DeadlineExceeded is a
-// net.Error): a SIGSTOPped or partitioned primary only times out. A
-// command that never left the batcher's queue says nothing of its node.
+// map says, or gone. A connection's failure counts, a timeout included
+// (go-redis's dial, read and write timeouts: a SIGSTOPped or partitioned
+// primary only times out). A command that never left the batcher's queue
+// says nothing of its node, nor one whose caller's ctx ended (on its way,
+// or go-redis's ctx error; context.DeadlineExceeded is a net.Error too): on
+// a Cluster every waiter that gave up had the map reloaded.
 func staleMap(err error) bool {
 	var unsent unsentError
-	if errors.As(err, &unsent) {
-		return false
-	}
+	var way *onItsWay
+	var op *net.OpError
 	var netErr net.Error
 	_, moved := redis.IsMovedError(err)
+	switch {
+	case errors.As(err, &unsent) || errors.As(err, &way):
+		return false
+	case errors.As(err, &op): // (a dial's timeout matches context.DeadlineExceeded)
+		return true
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return false
+	}
 	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || moved ||
 		redis.IsClusterDownError(err) || redis.IsReadOnlyError(err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,15 +18,19 @@ import (
 
 // TestWhichErrorsReloadTheSlotMap: a node that refuses connections, times
 // out, cuts the connection, or answers CLUSTERDOWN, MOVED or READONLY says
-// the slot map may be stale; a reply about the lock or the script, or a
-// command that never left the queue, says nothing of where the slot is.
+// the slot map may be stale; a reply about the lock or the script, a
+// command that never left the queue, or one its caller's ctx cut short
+// (every waiter that gives up), says nothing of where the slot is.
 func TestWhichErrorsReloadTheSlotMap(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	// A dial past its timeout, which matches context.DeadlineExceeded.
+	_, dialTimeout := (&net.Dialer{Timeout: time.Nanosecond}).Dial("tcp", "127.0.0.1:1")
+	require.ErrorIs(t, dialTimeout, context.DeadlineExceeded)
 	for _, err := range []error{
 		refused,
 		fmt.Errorf("redislock: extend %q: %w", "job", refused),
-		context.DeadlineExceeded, // a SIGSTOPped node only times out
-		&onItsWay{cause: context.DeadlineExceeded},
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, // a SIGSTOPped node only times out
+		dialTimeout,
 		&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET},
 		io.EOF,
 		errors.New("CLUSTERDOWN The cluster is down"),
@@ -36,7 +41,11 @@ func TestWhichErrorsReloadTheSlotMap(t *testing.T) {
 	}
 	for _, err := range []error{
 		unsentError{context.DeadlineExceeded},
+		context.DeadlineExceeded,
 		context.Canceled,
+		&onItsWay{cause: context.DeadlineExceeded},
+		&onItsWay{cause: context.Canceled},
+		fmt.Errorf("redislock: acquire %q: %w", "job", context.DeadlineExceeded),
 		errors.New("NOSCRIPT No matching script"),
 		errors.New("TRYAGAIN Multiple keys request during rehashing of slot"),
 		errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"),
