@@ -100,7 +100,8 @@ type LostError struct {
 	// across the safe deadline (its timers fired that late, on the monotonic
 	// clock: SIGSTOP, a long GC pause, a starved VM), when that is why the
 	// lock could not be extended in time: at least 500 ms and a quarter of
-	// the TTL. 0 otherwise.
+	// the TTL, and no extension had failed on Redis before (only by its own
+	// deadline, if any). 0 otherwise.
 	Paused time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"time"
 
@@ -82,7 +83,7 @@ func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 			paused = l.client.pausedAcross(l.safeDeadline, l.ttl)
 		}
 		// Keep what Redis said over our own deadline cutting a call short.
-		if paused == 0 && (l.lastErr == nil || !errors.Is(err, context.DeadlineExceeded)) {
+		if paused == 0 && (l.lastErr == nil || !ownDeadline(err)) {
 			l.lastErr = err
 		}
 		l.mu.Unlock()
@@ -97,6 +98,14 @@ func (l *hold) recordExtension(sent time.Time, latency, ttl time.Duration, reply
 		l.opts.observer.ObserveExtend(ExtendEvent{Name: l.name, Latency: latency, Watchdog: byWatchdog, Err: err, Paused: paused})
 	}
 	return err
+}
+
+// ownDeadline tells whether err is an extension's own deadline (the safe
+// deadline) cutting it short, not a failure of Redis: context's
+// DeadlineExceeded, not from a connection (a dial's timeout matches it too).
+func ownDeadline(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op)
 }
 
 // confirm moves the safe deadline after an extension sent at sent was

@@ -84,7 +84,10 @@ func (l *hold) onSafeDeadline() {
 	reason, lastErr, paused := Unreachable, l.lastErr, time.Duration(0)
 	if !l.opts.watchdog {
 		reason = Expired
-	} else {
+	} else if lastErr == nil || ownDeadline(lastErr) {
+		// The pause explains the loss only when Redis said nothing else:
+		// an extension failed by Redis (refused, timed out, an error reply)
+		// puts the blame on Redis, pause or not.
 		paused = l.client.pausedAcross(l.safeDeadline, l.ttl)
 	}
 	l.mu.Unlock()

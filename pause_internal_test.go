@@ -2,8 +2,11 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,10 +118,15 @@ func TestALossToAPauseOfThisProcessSaysSo(t *testing.T) {
 	// as its timers see it (any longer is the same pause). The alarm is then
 	// late by less than pauseFloor, as in the settlement demo; the watchdog,
 	// due an interval after the last extension, by about 2/3 of the TTL.
-	pause := func(t *testing.T, c *Client, h *hold) {
+	// lastErr, when set, is the last extension's error, set as the watchdog
+	// records one once its timer is stopped (no extension comes after).
+	pause := func(t *testing.T, c *Client, h *hold, lastErr error) {
 		stopTimer(t, &c.watchdog().timedQueue)
 		stopTimer(t, &c.alarms().timedQueue)
 		h.mu.Lock()
+		if lastErr != nil {
+			h.lastErr = lastErr
+		}
 		deadline := h.safeDeadline
 		h.mu.Unlock()
 		time.Sleep(time.Until(deadline.Add(100 * time.Millisecond)))
@@ -141,20 +149,52 @@ func TestALossToAPauseOfThisProcessSaysSo(t *testing.T) {
 
 	t.Run("the safe deadline's alarm rings first", func(t *testing.T) {
 		c, h, _, obs, logs := setup(t)
-		pause(t, c, h)
+		pause(t, c, h, nil)
 		fireLate(&c.alarms().timedQueue)
 		lostToAPause(t, h, obs, logs)
 		fireLate(&c.watchdog().timedQueue) // nothing to extend: the lock is lost
 	})
 	t.Run("the watchdog fires first", func(t *testing.T) {
 		c, h, _, obs, logs := setup(t)
-		pause(t, c, h)
+		pause(t, c, h, nil)
 		fireLate(&c.watchdog().timedQueue)
 		waitFor(t, func() bool { return len(obs.failedExtensions()) > 0 }, "no failed extension")
 		fireLate(&c.alarms().timedQueue)
 		lostToAPause(t, h, obs, logs)
 		require.NotEmpty(t, obs.failedExtensions())
 	})
+	// Redis failed before the process paused: the loss is Redis's (it may
+	// not have been extended without the pause either); an extension cut
+	// short by its own deadline (the safe deadline) is no Redis error, and
+	// leaves the loss to the pause.
+	for _, tc := range []struct {
+		name    string
+		lastErr error
+		paused  bool
+	}{
+		{"Redis failing before the pause is not a pause", fmt.Errorf("redislock: extend %q: %w", "paused",
+			&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), false},
+		{"an extension cut short by its own deadline before the pause is the pause's", fmt.Errorf("redislock: extend %q: %w",
+			"paused", context.DeadlineExceeded), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, h, _, obs, logs := setup(t)
+			pause(t, c, h, tc.lastErr)
+			fireLate(&c.alarms().timedQueue)
+			if tc.paused {
+				lostToAPause(t, h, obs, logs)
+				return
+			}
+			waitDone(t, h.context(), 10*time.Second)
+			var lost *LostError
+			require.ErrorAs(t, context.Cause(h.context()), &lost)
+			require.Equal(t, Unreachable, lost.Reason)
+			require.Zero(t, lost.Paused, "Redis failed first: its failure")
+			require.Contains(t, lost.Error(), "redis unreachable until the safe deadline")
+			require.ErrorIs(t, lost, syscall.ECONNREFUSED)
+			require.Equal(t, "redis unreachable until the safe deadline", logs.said())
+		})
+	}
 	t.Run("Redis failing is not a pause", func(t *testing.T) {
 		_, h, mini, obs, logs := setup(t)
 		mini.Close()
