@@ -301,18 +301,29 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 }
 
 // abandonWithMulti is abandon when some refs are multi locks: each on its
-// own, at once with the others, since it may span nodes (see eachNode).
+// own, since it may span nodes (see eachNode), on multiGiveBacks goroutines
+// at most (one each made thousands at a Close), while the others go out in
+// one pipeline per node.
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
-	var at []int
-	var wg sync.WaitGroup
+	var at, multis []int
 	for i, ref := range refs {
 		if ref.multi != nil {
-			wg.Go(func() { replies[i], errs[i] = s.releaseMulti(ctx, ref, len(ref.multi.groups)) })
-			continue
+			multis = append(multis, i)
+		} else {
+			singles, at = append(singles, ref), append(at, i)
 		}
-		singles, at = append(singles, ref), append(at, i)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(multiGiveBacks, len(multis)) {
+		wg.Go(func() {
+			for n := next.Add(1) - 1; n < int64(len(multis)); n = next.Add(1) - 1 {
+				i := multis[n]
+				replies[i], errs[i] = s.releaseMulti(ctx, refs[i], len(refs[i].multi.groups))
+			}
+		})
 	}
 	if len(singles) > 0 {
 		r, e := s.abandon(ctx, singles)
@@ -323,6 +334,9 @@ func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]i
 	wg.Wait()
 	return replies, errs
 }
+
+// multiGiveBacks: how many multi locks abandonWithMulti gives back at once.
+const multiGiveBacks = 4
 
 // FenceOf returns the fencing token the lock took for name: a multi lock's
 // for each of its names, any other Lock's for its name. It reports false

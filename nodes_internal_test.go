@@ -7,11 +7,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -114,4 +117,86 @@ func TestCloseStopsEverySlotMap(t *testing.T) {
 	defer m.mu.Unlock()
 	require.True(t, m.stopped, "the node's reloads ended with Close")
 	require.Nil(t, m.timer)
+}
+
+// Close gives multi locks back a few at a time, not on a goroutine each: with
+// their releases held up, the goroutines giving them back are at most
+// multiGiveBacks once abandonWithMulti waits for them. (One goroutine per
+// multi lock: 40 here.)
+func TestMultiLocksAreGivenBackAFewAtATime(t *testing.T) {
+	mini := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mini.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := New(rdb, WithLogger(discard()))
+	ctx := context.Background()
+	locks := make([]*Lock, 40) // kept: a dropped Lock is given back by its finalizer
+	for i := range locks {
+		var err error
+		locks[i], err = c.AcquireMulti(ctx, []string{fmt.Sprint("a", i), fmt.Sprint("b", i)})
+		require.NoError(t, err)
+	}
+	gate := make(chan struct{})
+	rdb.AddHook(holdScript{sha: multiReleaseSHA, gate: gate})
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close(ctx) }()
+	var workers int
+	waitFor(t, func() bool {
+		var waiting bool
+		waiting, workers = givingBackMulti()
+		return waiting
+	}, "Close never waited for the multi locks' give-backs")
+	close(gate)
+	require.NoError(t, <-closed)
+	runtime.KeepAlive(locks)
+	require.LessOrEqual(t, workers, multiGiveBacks, "goroutines giving multi locks back at once")
+	require.Positive(t, workers)
+}
+
+// givingBackMulti reads every goroutine's stack: whether abandonWithMulti
+// waits for its goroutines, and how many there are.
+func givingBackMulti() (waiting bool, workers int) {
+	buf := make([]byte, 1<<22)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		switch {
+		case strings.Contains(g, "abandonWithMulti.func"):
+			workers++
+
+		case strings.Contains(g, "singleStore.abandonWithMulti(") && strings.Contains(g, "sync.(*WaitGroup).Wait"):
+			waiting = true
+
+		}
+	}
+	return waiting, workers
+}
+
+// holdScript is a go-redis hook that holds every call of one script (by
+// SHA1), lone or pipelined, until gate closes.
+type holdScript struct {
+	sha  any
+	gate <-chan struct{}
+}
+
+func (h holdScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h holdScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h holdScript) hold(cmds []redis.Cmder) {
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
+			<-h.gate
+			return
+		}
+	}
 }
