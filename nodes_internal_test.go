@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // TestWhichErrorsReloadTheSlotMap: a node that refuses connections, times
@@ -199,4 +202,103 @@ func (h holdScript) hold(cmds []redis.Cmder) {
 			return
 		}
 	}
+}
+
+// The watchdog keeps which Cluster nodes failed their last batch, not which
+// multi locks did: a multi lock may span nodes, and one released while its
+// extensions failed left its entry behind for good.
+func TestReleasedMultiLocksLeaveTheWatchdogNothing(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.SharedCluster(t).Client(t)
+	failing := &failScript{sha: multiExtendSHA}
+	failing.on.Store(true)
+	rdb.AddHook(failing)
+	obs := &extendFailures{names: map[string]bool{}}
+	// A minute's lease extended every 50 ms: failed extensions are retried
+	// long before any lease could end.
+	c := New(rdb, WithLogger(discard()), WithObserver(obs), WithTTL(time.Minute), WithExtendInterval(50*time.Millisecond))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	ctx := context.Background()
+	locks := make([]*Lock, 10)
+	for i := range locks {
+		var err error
+		locks[i], err = c.AcquireMulti(ctx, []string{fmt.Sprint("wd-a", i), fmt.Sprint("wd-b", i)})
+		require.NoError(t, err)
+	}
+	waitFor(t, func() bool { return obs.count() == len(locks) }, "not every multi lock's extension failed")
+	for _, l := range locks {
+		require.NoError(t, l.Release(ctx))
+	}
+	s := c.watchdog()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.failing {
+		require.NotContains(t, key, "{wd-", "an entry for a released multi lock")
+	}
+}
+
+// failScript is a go-redis hook that, while on, answers every call of one
+// script (by SHA1) with a connection error instead of sending it.
+type failScript struct {
+	sha any
+	on  atomic.Bool
+}
+
+func (h *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.fails([]redis.Cmder{cmd}) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.fails(cmds) {
+			return cmds[0].Err()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *failScript) fails(cmds []redis.Cmder) bool {
+	if !h.on.Load() {
+		return false
+	}
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) < 2 || args[1] != h.sha {
+			return false
+		}
+	}
+	for _, cmd := range cmds {
+		cmd.SetErr(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+	}
+	return true
+}
+
+// extendFailures is an Observer that keeps the names whose extension failed.
+type extendFailures struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (o *extendFailures) ObserveAcquire(AcquireEvent)   {}
+func (o *extendFailures) ObserveRelease(ReleaseEvent)   {}
+func (o *extendFailures) ObserveFailOpen(FailOpenEvent) {}
+func (o *extendFailures) ObserveLost(LostEvent)         {}
+func (o *extendFailures) ObserveExtend(e ExtendEvent) {
+	if e.Err != nil {
+		o.mu.Lock()
+		o.names[e.Name] = true
+		o.mu.Unlock()
+	}
+}
+
+func (o *extendFailures) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.names)
 }

@@ -27,7 +27,8 @@ type scheduler struct {
 	watch     *restartWatch
 	watching  bool // a member of watch, since locks were held for watchDelay (timedQueue.also)
 	// failing: the nodes whose last batch could not reach Redis (see
-	// noteReachability); "" for all when not a Cluster.
+	// noteReachability); "" for all when not a Cluster. Never a Cluster's
+	// multi lock, which goes on its own and may span nodes.
 	failing map[string]bool
 	// inFlight: a Cluster's per-node round trips under way; their locks are
 	// out of the queue, which is not idle for that.
@@ -251,6 +252,14 @@ func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
 		case r.reply == replyGone:
 			gone = true
 		}
+	}
+	if node != "" && reqs[0].multi != nil {
+		// A multi lock's own group (on a Cluster: it may span nodes) says
+		// nothing of one node: nothing kept, so nothing left per lock.
+		if gone {
+			s.lookAtAll()
+		}
+		return
 	}
 	s.mu.Lock()
 	back := s.failing[node] && !failed
