@@ -125,10 +125,12 @@ func TestSemaphore(t *testing.T) {
 
 		t.Run("a free slot owed to a queued waiter is not taken by a newcomer", func(t *testing.T) {
 			c := redislock.New(b.rdb, quiet)
-			// A waiter of another process, queued: its place in the queue.
+			// A semaphore's waiter of another process, queued: its place in
+			// the queue (its token: the Client's tag, '.', 'n', see waiterToken).
 			now := time.Now().UnixMilli()
-			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{owed}:q", redis.Z{Score: float64(now), Member: "WAITER"}).Err())
-			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{owed}:qx", redis.Z{Score: float64(now + 60_000), Member: "WAITER"}).Err())
+			const waiter = "AAAAAAAAAA.nWAITER"
+			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{owed}:q", redis.Z{Score: float64(now), Member: waiter}).Err())
+			require.NoError(t, b.rdb.ZAdd(ctx, "lock:{owed}:qx", redis.Z{Score: float64(now + 60_000), Member: waiter}).Err())
 			_, err := c.AcquireSemaphore(ctx, "owed", 1)
 			require.ErrorIs(t, err, redislock.ErrNotAcquired)
 			l, err := c.AcquireSemaphore(ctx, "owed", 2)
@@ -424,4 +426,32 @@ func TestSemaphoreThroughSentinel(t *testing.T) {
 	require.NoError(t, b.Context().Err(), "still held")
 	require.NoError(t, b.Release(ctx))
 	require.NoError(t, third.Release(ctx))
+}
+
+// A semaphore's free slot is owed to its own waiters ahead in line only: a
+// waiter of another kind (an exclusive lock's, left in the one queue from
+// before the name was a semaphore) or a multi lock's watcher cannot take a
+// slot, and does not keep a caller out of one. (Every member of the queue
+// counted as ahead: a slot stayed free while they were in line.)
+func TestOnlyASemaphoresWaitersAreOwedItsSlots(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+		held, err := c.AcquireSemaphore(ctx, "owed-kinds", 3)
+		require.NoError(t, err)
+		queue, expiries := "lock:{owed-kinds}:q", "lock:{owed-kinds}:qx"
+		for i, member := range []string{"AAAAAAAAAA.EXCLUSIVEWAITERTOKEN", "AAAAAAAAAA.sSHAREDWAITERTOKEN", "~WATCHER"} {
+			require.NoError(t, b.rdb.ZAdd(ctx, queue, redis.Z{Score: float64(i + 1), Member: member}).Err())
+			require.NoError(t, b.rdb.ZAdd(ctx, expiries, redis.Z{Score: 1e13, Member: member}).Err()) // far from lapsing
+		}
+		second, err := c.AcquireSemaphore(ctx, "owed-kinds", 3)
+		require.NoError(t, err, "two slots free, no semaphore waiter ahead")
+		require.NoError(t, b.rdb.ZAdd(ctx, queue, redis.Z{Score: 4, Member: "AAAAAAAAAA.nSEMAPHOREWAITERTOKEN"}).Err())
+		require.NoError(t, b.rdb.ZAdd(ctx, expiries, redis.Z{Score: 1e13, Member: "AAAAAAAAAA.nSEMAPHOREWAITERTOKEN"}).Err())
+		_, err = c.AcquireSemaphore(ctx, "owed-kinds", 3)
+		require.ErrorIs(t, err, redislock.ErrNotAcquired, "the last slot is owed to the semaphore's waiter in line")
+		require.NoError(t, second.Release(ctx))
+		require.NoError(t, held.Release(ctx))
+	})
 }

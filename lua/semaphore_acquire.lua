@@ -1,6 +1,6 @@
 -- semaphore_acquire: take one of a semaphore's slots if one is free and
--- no earlier waiter is owed it; a waiter that finds none free takes (or
--- keeps) its place in the queue. Holders are members of a sorted set
+-- no earlier waiter of the semaphore is owed it; a waiter that finds none
+-- free takes (or keeps) its place in the queue. Holders are members of a sorted set
 -- scored by the time their lease ends, so a crashed holder's slot comes
 -- back by itself: every script drops the members whose time has passed.
 -- KEYS[1]  the holders: tokens scored by lease end (ms, server clock)
@@ -60,8 +60,18 @@ if held > 0 then
 end
 local ours = held > 0 and redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
-  -- Arrival order: the waiters ahead of us are owed the free slots first.
-  local ahead = waiting > 0 and redis.call('ZRANK', KEYS[3], token) or waiting
+  -- Arrival order: the semaphore's waiters ahead of us (all in line when
+  -- we are not) are owed the free slots first; a waiter of another kind or
+  -- a watcher (see handover.lua's kindOf), which could not take one, is not.
+  local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
+  local ahead = 0
+  if waiting > 0 and rank ~= 0 then
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, rank and rank - 1 or -1)) do
+      if string.match(member, '^[A-Z2-7]*%.?n') then
+        ahead = ahead + 1
+      end
+    end
+  end
   ours = ahead < limit - held
 end
 if ours then
