@@ -9,7 +9,9 @@
 --   the queue's expiries: waiters' tokens by the time (ms) their place
 --   lapses unless they come back
 --   the caller's mark: set when it left while a command of its was on its
---   way (see handover.lua's leave); a marked caller takes nothing
+--   way (see handover.lua's leave); a marked caller takes nothing. A caller
+--   in line cannot be marked (the give-back that marks takes it out, and a
+--   marked one never gets back in): only one not in line reads its mark.
 -- (all in one hash slot)
 -- ARGV[1]  the caller's token
 -- ARGV[2]  the TTL in milliseconds
@@ -34,8 +36,9 @@
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
-if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
-  return -1 -- a late command of a waiter that left: it is not back
+-- left: the caller is a waiter that left, this a late command of its.
+local function left()
+  return redis.pcall('GET', KEYS[#KEYS]) == '1'
 end
 -- The lock key's value, false when there is none, or an error reply.
 local function read()
@@ -59,6 +62,10 @@ if wait > 0 then
     return err
   end
   if not value then
+    -- Out of line first: one that was not in line may have left.
+    if redis.pcall('ZREM', queue, token) ~= 1 and left() then
+      return -1
+    end
     ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
   end
 else
@@ -79,8 +86,7 @@ if value == token then
   redis.call('PEXPIRE', KEYS[1], ttl)
   ours = true
 elseif ours and wait > 0 then
-  redis.pcall('ZREM', queue, token)
-  redis.pcall('ZREM', expiries, token)
+  redis.pcall('ZREM', expiries, token) -- (and out of line, above)
 end
 if ours then
   if ARGV[3] ~= '1' then
@@ -125,8 +131,12 @@ if wait > 0 then
   if type(now) == 'table' and not now.err then
     local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
     now = math.floor(arrival / 1000)
-    -- NX: a waiter coming back keeps its place; its expiry moves on.
-    redis.pcall('ZADD', queue, 'NX', arrival, token)
+    -- NX: a waiter coming back keeps its place; its expiry moves on. One
+    -- that was not in line may have left: it does not get back in.
+    if redis.pcall('ZADD', queue, 'NX', arrival, token) == 1 and left() then
+      redis.pcall('ZREM', queue, token)
+      return -1
+    end
     redis.pcall('ZADD', expiries, now + wait, token)
     -- A queue everybody left vanishes by itself.
     redis.pcall('PEXPIRE', queue, wait)

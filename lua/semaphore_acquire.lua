@@ -26,8 +26,9 @@
 --                       WRONGTYPE when the key holds something else
 local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wait = tonumber(ARGV[5])
-if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
-  return -2 -- a late command of a waiter that left (see acquire.lua)
+-- left: a waiter that left, not in line (see acquire.lua).
+local function left()
+  return wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1'
 end
 -- The common case, a name nobody holds and nobody waits for, takes the
 -- commands it needs only: ZCARD (which also finds a key of another type),
@@ -64,6 +65,9 @@ if not ours and held < limit then
   -- we are not) are owed the free slots first; a waiter of another kind or
   -- a watcher (see handover.lua's kindOf), which could not take one, is not.
   local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
+  if not rank and left() then
+    return -2
+  end
   local ahead = 0
   if waiting > 0 and rank ~= 0 then
     for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, rank and rank - 1 or -1)) do
@@ -117,7 +121,10 @@ if wait > 0 then
   -- Arrival in microseconds, as every kind's (see handover.lua): two
   -- waiters of one millisecond keep their order (a tie would fall back to
   -- the tokens' order).
-  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
+  if redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token) == 1 and left() then
+    redis.call('ZREM', KEYS[3], token)
+    return -2 -- one that left does not get back in
+  end
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)
   redis.call('PEXPIRE', KEYS[4], wait)

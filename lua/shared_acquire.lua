@@ -47,8 +47,9 @@
 --          an error     WRONGTYPE when a key holds a value of another type
 local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-if wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1' then
-  return -1 -- a late command of a waiter that left (see acquire.lua)
+-- left: a waiter that left, not in line (see acquire.lua).
+local function left()
+  return wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1'
 end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
@@ -86,10 +87,13 @@ local marked = value and string.sub(value, 1, #MARK) == MARK
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked) then
   ours = true
+  local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
+  if not rank and left() then
+    return -1
+  end
   if waiting > 0 then
     -- Arrival order for writers: an exclusive waiter ahead of us goes
     -- first. (Shared waiters ahead enter at their next attempt.)
-    local rank = redis.call('ZRANK', KEYS[3], token)
     local ahead = rank and rank - 1 or -1
     if ahead >= 0 or not rank then
       for _, waiter in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead)) do
@@ -177,8 +181,12 @@ if ours then
   return fence
 end
 if wait > 0 then
-  -- NX: a waiter coming back keeps its place; its expiry moves on.
-  redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token)
+  -- NX: a waiter coming back keeps its place; its expiry moves on; one
+  -- that left does not get back in.
+  if redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token) == 1 and left() then
+    redis.call('ZREM', KEYS[3], token)
+    return -1
+  end
   redis.call('ZADD', KEYS[4], now + wait, token)
   redis.call('PEXPIRE', KEYS[3], wait)
   redis.call('PEXPIRE', KEYS[4], wait)
