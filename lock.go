@@ -36,6 +36,8 @@ type Lock struct {
 type hold struct {
 	// Lock order: l.extending (the extension slot) before l.mu, and l.mu
 	// before the Client's scheduler, alarms and janitor mutexes;
+	// pauses.mu (taken under a timed queue's mutex, l.mu held or not) and
+	// slotMap.mu are leaves: nothing is taken while either is held;
 	// waitRooms.mu and the notifier's mutex are never held with l.mu. The
 	// fields above extending are written before the Lock is handed out
 	// and never again.
