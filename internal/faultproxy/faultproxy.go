@@ -73,9 +73,10 @@ type Proxy struct {
 	holding int
 	conns   map[*pair]struct{}
 	// pattern: HoldNext's, until a client sends it; one is closed by its heal.
-	pattern []byte
-	one     chan struct{}
-	caught  chan struct{}
+	pattern     []byte
+	one         chan struct{}
+	caught      chan struct{}
+	caughtEnded chan struct{} // the held pair's ended
 
 	wg     sync.WaitGroup
 	closed chan struct{}
@@ -87,6 +88,7 @@ type Proxy struct {
 type pair struct {
 	client, server net.Conn
 	held           chan struct{}
+	ended          chan struct{} // closed once both sides are done
 }
 
 // New starts a proxy on a free 127.0.0.1 port that forwards to upstream, in
@@ -143,13 +145,21 @@ func (p *Proxy) state() (Mode, time.Duration, chan struct{}) {
 // order, until heal is called, then forwarded, also to a server whose
 // client has since closed its side (a command held in the network that
 // arrives late). Other connections, new ones too, pass meanwhile, in the
-// proxy's mode. caught is closed once a connection is held. Call heal once.
-func (p *Proxy) HoldNext(pattern []byte) (caught <-chan struct{}, heal func()) {
+// proxy's mode. caught is closed once a connection is held. Call heal once,
+// after caught: it returns a channel closed once the held connection has
+// ended, which, when its client had closed its side, the server does once
+// it has read (and so, for Redis, run) what was held.
+func (p *Proxy) HoldNext(pattern []byte) (caught <-chan struct{}, heal func() (ended <-chan struct{})) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pattern, p.one, p.caught = bytes.Clone(pattern), make(chan struct{}), make(chan struct{})
 	one := p.one
-	return p.caught, func() { close(one) }
+	return p.caught, func() <-chan struct{} {
+		close(one)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.caughtEnded
+	}
 }
 
 // heldBy returns the channel that holds what c's client sends in data, nil
@@ -158,7 +168,7 @@ func (p *Proxy) heldBy(c *pair, data []byte) chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c.held == nil && p.pattern != nil && bytes.Contains(data, p.pattern) {
-		c.held, p.pattern = p.one, nil
+		c.held, p.pattern, p.caughtEnded = p.one, nil, c.ended
 		close(p.caught)
 	}
 	return c.held
@@ -233,7 +243,7 @@ func (p *Proxy) accept() {
 			(&pair{client: client, server: client}).reset()
 			continue
 		}
-		c := &pair{client: client, server: server}
+		c := &pair{client: client, server: server, ended: make(chan struct{})}
 		p.mu.Lock()
 		select {
 		case <-p.closed:
@@ -270,6 +280,7 @@ func (p *Proxy) serve(c *pair) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
+	close(c.ended)
 }
 
 // write writes ch to dst once its delay ends, unless an earlier write failed
