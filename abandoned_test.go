@@ -39,6 +39,7 @@ func requireALateAttemptIsGivenBack(t *testing.T, acquire, free func(context.Con
 		})
 		t.Cleanup(func() { _ = rdb.Close() })
 		c := redislock.New(rdb, quiet)
+		t.Cleanup(func() { _ = c.Close(context.Background()) }) // before rdb's
 		// Warm up: the scripts are loaded, so the attempt is one command.
 		warm, err := acquire(ctx, c)
 		require.NoError(t, err)
@@ -62,10 +63,13 @@ func requireALateAttemptIsGivenBack(t *testing.T, acquire, free func(context.Con
 		eventually(t, 10*time.Second, func() bool { return proxy.Held() == 0 }, "the stalled command was not forwarded")
 		landed, freed := time.Now(), false
 		for !freed {
-			other, err := free(ctx, redislock.New(b.rdb, quiet))
+			fc := redislock.New(b.rdb, quiet)
+			other, err := free(ctx, fc)
 			if freed = err == nil; freed {
 				require.NoError(t, other.Release(ctx))
-			} else {
+			}
+			require.NoError(t, fc.Close(ctx))
+			if !freed {
 				require.Less(t, time.Since(landed), 10*time.Second, "the late attempt's keys are still held %v after the stall: %v", time.Since(sent), err)
 				time.Sleep(2 * time.Millisecond) // polling interval
 			}
@@ -83,6 +87,7 @@ func TestAReplyAfterTheSafeDeadlineGivesTheKeyBack(t *testing.T) {
 		proxy := newProxy(t, b.rdb.Options().Addr)
 		rdb := newRedisClient(t, proxy.Addr())
 		c := redislock.New(rdb, quiet, redislock.WithTTL(50*time.Millisecond))
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
 		warm, err := c.Acquire(ctx, "slow", redislock.WithTTL(time.Minute)) // loads the script; a 50 ms lease could end before its release, under load
 		require.NoError(t, err)
 		require.NoError(t, warm.Release(ctx))

@@ -461,12 +461,11 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 	// The waiter gets in as a fresh name is taken, by the same reloads,
 	// when its wait rides through the errors of the outage (issue 36's
 	// "waits ride through errors", acquire.go); else it fails closed.
-	if out.waiterErr = <-waiterDone; out.waiterErr == nil {
-		out.waited = waiterGot.Sub(promoted)
-		require.LessOrEqual(t, out.waited, 2*time.Second, "promotion → the waiting caller's lock")
-	} else {
-		require.NotErrorIs(t, out.waiterErr, redislock.ErrNotAcquired, "a wait that ends on a Redis error fails closed")
-	}
+	// Its ctx (30 s) outlasts the outage many times over: it must get in.
+	out.waiterErr = <-waiterDone
+	require.NoError(t, out.waiterErr, "the waiting caller rides through the outage")
+	out.waited = waiterGot.Sub(promoted)
+	require.LessOrEqual(t, out.waited, 2*time.Second, "promotion → the waiting caller's lock")
 
 	// Each lock is lost, or confirmed by an extension sent after the
 	// promotion: up to an extend interval (10 s at TTL 30 s) and its retries.
