@@ -145,6 +145,7 @@ func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *
 	}
 	r.commands(a.o, a.c.publish)
 	a.patience.strategy = a.o.retry
+	a.patience.observed = a.l
 	a.waits = a.patience.mayWait()
 	// A waiter on a single deployment queues on the server, one token for
 	// all attempts. Elsewhere (and multi) each attempt has its own, so a late
@@ -577,6 +578,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	if m := a.l.ref.multi; m != nil {
 		a.fence = m.fences[m.firstAt]
 	}
+	a.l.observeHold(true) // before an alarm could end it
 	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
 	l := &Lock{h: a.l}
@@ -595,6 +597,9 @@ func (a *call) fail(err error) (*Lock, error) {
 
 // close undoes what a failed acquisition leaves: our queue place, the turn, timers.
 func (a *acquisition) close() {
+	if a.patience.waits > 0 {
+		a.l.observeWait(false)
+	}
 	if a.inQueue {
 		a.c.leave(&a.l.ref, time.Now().Add(queueHold))
 	}
@@ -750,5 +755,6 @@ func (c *Client) observeAcquire(o *options, name string, start time.Time, attemp
 	o.observer.ObserveAcquire(AcquireEvent{
 		Name: name, Acquired: err == nil, Wait: time.Since(start),
 		Attempts: attempts, Fence: fence, Err: err,
+		Campaign: o.campaign,
 	})
 }

@@ -37,6 +37,21 @@ func BenchmarkAcquireReleaseCPU(b *testing.B) {
 	benchCycles(b, redislock.New(stub, quiet), func() { stub.sent = stub.sent[:0] }) // it records every token
 }
 
+// BenchmarkAcquireReleaseObservedCPU is BenchmarkAcquireReleaseCPU with an
+// Observer that does nothing: what reporting the events costs the library,
+// with a plain Observer and with a GaugeObserver (the hold's beginning and
+// end besides). BenchmarkAcquireReleaseCPU is the cost without one.
+func BenchmarkAcquireReleaseObservedCPU(b *testing.B) {
+	for _, obs := range []redislock.Observer{nopObserver{}, nopGauges{}} {
+		_, gauges := obs.(redislock.GaugeObserver)
+		b.Run("gauges="+strconv.FormatBool(gauges), func(b *testing.B) {
+			stub := &scriptStub{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})}
+			defer stub.Client.Close()
+			benchCycles(b, redislock.New(stub, quiet, redislock.WithObserver(obs)), func() { stub.sent = stub.sent[:0] })
+		})
+	}
+}
+
 // benchCycles acquires and releases one lock on c per op, calling after
 // after each cycle.
 func benchCycles(b *testing.B, c *redislock.Client, after func()) {

@@ -241,3 +241,10 @@ func watchStalls() (stop func() time.Duration) {
 		return 2 * worst
 	}
 }
+
+// nopGauges implements redislock.GaugeObserver doing nothing.
+type nopGauges struct{ nopObserver }
+
+func (nopGauges) ObserveHold(redislock.HoldEvent)     {}
+func (nopGauges) ObserveWait(redislock.WaitEvent)     {}
+func (nopGauges) ObserveLeader(redislock.LeaderEvent) {}

@@ -34,6 +34,7 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	if lost, ok := cause.(*LostError); ok {
 		l.announceLoss(lost)
 	}
+	l.observeHold(false) // also before the context ends
 	l.mu.Lock()
 	l.cancelLocked(cause)
 	l.mu.Unlock()

@@ -48,6 +48,7 @@ type options struct {
 	extendInterval time.Duration // 0: ttl/3
 	logger         *slog.Logger
 	observer       Observer
+	gauges         GaugeObserver // observer, when it is one (asserted once, by WithObserver)
 	failOpen       bool
 	maxHold        time.Duration // 0: no limit
 	replicas       int           // WithReplicaAck; 0: no WAIT
@@ -171,8 +172,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver sets the metrics hooks. Default none (nil costs nothing).
+// An Observer that is also a GaugeObserver gets its events too.
 func WithObserver(obs Observer) Option {
-	return optionFunc(func(o *options) { o.observer = obs })
+	return optionFunc(func(o *options) {
+		o.observer = obs
+		o.gauges, _ = obs.(GaugeObserver)
+	})
 }
 
 // WithFailOpen makes RunWithLock run fn without a lock when Redis cannot be

@@ -113,6 +113,7 @@ type patience struct {
 	waits    int       // waits begun
 	end      time.Time // when the current wait ends
 	spent    bool      // the strategy said no: no more waits
+	observed *hold     // the lock acquired: its first wait is observed (hold.observeWait)
 }
 
 // mayWait asks for the first wait up front (kept), to decide how to wait at all.
@@ -134,6 +135,9 @@ func (p *patience) begin(now time.Time) bool {
 	if !ok {
 		p.spent = true
 		return false
+	}
+	if p.waits == 0 && p.observed != nil {
+		p.observed.observeWait(true)
 	}
 	p.waits++
 	p.end = now.Add(max(d, time.Millisecond))

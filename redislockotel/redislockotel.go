@@ -1,7 +1,8 @@
 // Package redislockotel records the events of redislock locks as
 // OpenTelemetry metrics: acquisitions by result, losses by reason,
-// fail-open runs, extension failures and releases as counters, and wait,
-// hold and extension times as histograms.
+// fail-open runs, extension failures and releases as counters; wait,
+// campaign, hold and extension times as histograms; what is held, waited
+// for and led now as up-down counters.
 //
 // Create one [Observer] with [New] on your MeterProvider and pass it to
 // every client with redislock.WithObserver:
@@ -14,16 +15,28 @@
 //
 //	redislock.acquisitions       counter {acquisition}  redislock.acquire.result: acquired, not_acquired, redis_error
 //	redislock.acquire.attempts   counter {attempt}      acquire commands sent, retries included
-//	redislock.acquire.wait_time  histogram s            redislock.acquire.result
+//	redislock.acquire.wait_time  histogram s            redislock.acquire.result (not Elect's campaigns)
+//	redislock.campaign.duration  histogram s            an Elect campaign, until it led or gave up
 //	redislock.hold.duration      histogram s            from acquisition to the release (also after a loss)
 //	redislock.extend.duration    histogram s            round trip of every extension command
 //	redislock.extend.failures    counter {failure}      redislock.extend.failure_reason: not_held, redis_error, paused
 //	redislock.losses             counter {loss}         redislock.lost.reason: expired, taken, unreachable, max_hold
 //	redislock.releases           counter {release}      redislock.release.result: released, not_held, redis_error
 //	redislock.fail_open.runs     counter {run}          RunWithLock runs without a lock (WithFailOpen)
+//	redislock.held               updowncounter {hold}   redislock.lock.kind: lock, shared, semaphore
+//	redislock.waiting            updowncounter {caller} redislock.lock.kind (not Elect's followers)
+//	redislock.leader             updowncounter {leader} redislock.lock.name: 1 while a Client served leads it
 //
 // The lock name is not an attribute unless [WithNameAttribute] is given:
-// see there.
+// see there. redislock.leader always carries it: elections are few.
+//
+// held, waiting and leader are UpDownCounters, not observable gauges: they
+// are counts that events move, and they add up (over the Clients of one
+// Observer, over Observers sharing a provider, over processes: summed over
+// a fleet, redislock.leader is the number of leaders), as OpenTelemetry's
+// semantic conventions count active requests or pooled connections. A
+// gauge would need state and a callback the Observer could not unregister,
+// and two Observers on one provider would report the same series twice.
 package redislockotel
 
 import (
@@ -31,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -45,8 +59,13 @@ const ScopeName = "github.com/redislock/redislock/redislockotel"
 // Attribute keys. They are part of the metrics' contract: alerts and
 // dashboards match them.
 const (
-	// NameKey is the lock name, present only with WithNameAttribute.
+	// NameKey is the lock name, present only with WithNameAttribute (and
+	// always on redislock.leader: the election's name).
 	NameKey = attribute.Key("redislock.lock.name")
+	// KindKey is the kind of lock of redislock.held and redislock.waiting:
+	// lock (Acquire, Elect, a multi lock), shared or semaphore
+	// (redislock.Info.Kind's values).
+	KindKey = attribute.Key("redislock.lock.kind")
 	// AcquireResultKey is acquired, not_acquired or redis_error.
 	AcquireResultKey = attribute.Key("redislock.acquire.result")
 	// ExtendFailureReasonKey is not_held, redis_error, or paused: the
@@ -88,7 +107,13 @@ var (
 	waitBoundaries   = []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	holdBoundaries   = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600}
 	extendBoundaries = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	// Campaign: a round trip when nobody leads, a TTL when the leader died,
+	// as long as the leader leads for a follower: hours, days.
+	campaignBoundaries = []float64{.001, .01, .1, 1, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
 )
+
+// kinds are KindKey's values: redislock.Info.Kind's.
+var kinds = []string{"lock", "shared", "semaphore"}
 
 // An Option configures New.
 type Option interface{ apply(*config) }
@@ -124,6 +149,11 @@ type Observer struct {
 	// built once at New, by the one attribute in the set (the zero
 	// KeyValue for the empty set); read-only after New.
 	fixed map[attribute.KeyValue]metric.MeasurementOption
+
+	// leading counts, by election name, the terms the Clients served hold:
+	// two at once when a loss is not noticed yet (redislock.leader stays 1).
+	mu      sync.Mutex
+	leading map[string]int
 }
 
 type instruments struct {
@@ -136,9 +166,13 @@ type instruments struct {
 	losses         metric.Int64Counter
 	releases       metric.Int64Counter
 	failOpen       metric.Int64Counter
+	campaign       metric.Float64Histogram
+	held           metric.Int64UpDownCounter
+	waiting        metric.Int64UpDownCounter
+	leader         metric.Int64UpDownCounter
 }
 
-var _ redislock.Observer = (*Observer)(nil)
+var _ redislock.GaugeObserver = (*Observer)(nil)
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: redislockotel: "+format, append([]any{redislock.ErrInvalidArgument}, args...)...)
@@ -180,12 +214,24 @@ func New(provider metric.MeterProvider, opts ...Option) (*Observer, error) {
 		errs = append(errs, err)
 		return inst
 	}
+	upDown := func(name, unit, description string) metric.Int64UpDownCounter {
+		inst, err := meter.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(description))
+		errs = append(errs, err)
+		return inst
+	}
 	m := &instruments{
 		acquisitions: counter("redislock.acquisitions", "{acquisition}",
 			"Acquire calls, by result: acquired, not_acquired (another holder had the lock), redis_error (Redis could not be reached or refused)."),
 		attempts: counter("redislock.acquire.attempts", "{attempt}", "Acquire commands sent to Redis, retries included."),
 		wait: histogram("redislock.acquire.wait_time",
-			"Time from an Acquire call to its end, by result.", waitBoundaries),
+			"Time from an Acquire call to its end, by result; Elect's campaigns are not in it.", waitBoundaries),
+		campaign: histogram("redislock.campaign.duration",
+			"Time an Elect campaign lasted, from its start until it led or gave up.", campaignBoundaries),
+		held: upDown("redislock.held", "{hold}", "Locks held now, by kind (lock: Acquire, Elect, a multi lock; shared; semaphore: a slot)."),
+		waiting: upDown("redislock.waiting", "{caller}",
+			"Callers waiting for a lock now, by kind; Elect's followers are not counted."),
+		leader: upDown("redislock.leader", "{leader}",
+			"1 while a Client of this Observer leads the election named redislock.lock.name, 0 after it stopped leading."),
 		hold: histogram("redislock.hold.duration",
 			"Time locks were held, from acquisition to the release that ended the hold (also after a loss).", holdBoundaries),
 		extend: histogram("redislock.extend.duration",
@@ -199,7 +245,7 @@ func New(provider metric.MeterProvider, opts ...Option) (*Observer, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("redislockotel: creating instruments: %w", err)
 	}
-	o := &Observer{nameAttribute: c.nameAttribute, m: m}
+	o := &Observer{nameAttribute: c.nameAttribute, m: m, leading: map[string]int{}}
 	if !c.nameAttribute {
 		fixed := []attribute.KeyValue{{}}
 		for _, result := range []string{resultAcquired, resultNotAcquired, resultRedisError} {
@@ -213,6 +259,9 @@ func New(provider metric.MeterProvider, opts ...Option) (*Observer, error) {
 		}
 		for _, result := range []string{resultReleased, resultNotHeld, resultRedisError} {
 			fixed = append(fixed, ReleaseResultKey.String(result))
+		}
+		for _, kind := range kinds {
+			fixed = append(fixed, KindKey.String(kind))
 		}
 		o.fixed = make(map[attribute.KeyValue]metric.MeasurementOption, len(fixed))
 		for _, kv := range fixed {
@@ -257,7 +306,8 @@ func (o *Observer) attrs(name string, extra ...attribute.KeyValue) metric.Measur
 }
 
 // ObserveAcquire counts the Acquire by result (acquired, not acquired, Redis
-// error), adds its attempts, and records its wait time.
+// error), adds its attempts, and records its wait time, or an Elect
+// campaign's time (redislock.campaign.duration).
 func (o *Observer) ObserveAcquire(e redislock.AcquireEvent) {
 	if o == nil || o.m == nil {
 		return
@@ -275,7 +325,57 @@ func (o *Observer) ObserveAcquire(e redislock.AcquireEvent) {
 	if e.Attempts > 0 {
 		o.m.attempts.Add(ctx, int64(e.Attempts), o.attrs(e.Name))
 	}
+	if e.Campaign {
+		o.m.campaign.Record(ctx, e.Wait.Seconds(), o.attrs(e.Name))
+		return
+	}
 	o.m.wait.Record(ctx, e.Wait.Seconds(), withResult)
+}
+
+// ObserveHold counts the hold in redislock.held while it lasts.
+func (o *Observer) ObserveHold(e redislock.HoldEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	o.m.held.Add(contextForMeasurement(), delta(e.Began), o.attrs(e.Name, KindKey.String(e.Kind)))
+}
+
+// ObserveWait counts the caller in redislock.waiting while it waits, but for
+// an Elect follower, which makes its election's redislock.leader point (at
+// 0) instead: a follower waits as long as the leader leads.
+func (o *Observer) ObserveWait(e redislock.WaitEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	if e.Campaign {
+		o.m.leader.Add(contextForMeasurement(), 0, metric.WithAttributes(NameKey.String(e.Name)))
+		return
+	}
+	o.m.waiting.Add(contextForMeasurement(), delta(e.Began), o.attrs(e.Name, KindKey.String(e.Kind)))
+}
+
+// ObserveLeader adds 1 to redislock.leader as the first term of a Client
+// served begins, and takes it back as the last one ends.
+func (o *Observer) ObserveLeader(e redislock.LeaderEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	before := o.leading[e.Name]
+	o.leading[e.Name] += int(delta(e.Leading))
+	if leads := o.leading[e.Name] > 0; leads != (before > 0) {
+		o.m.leader.Add(contextForMeasurement(), delta(leads), metric.WithAttributes(NameKey.String(e.Name)))
+	}
+}
+
+// delta is an up-down counter's change: +1 as a hold, wait or term begins,
+// -1 as it ends.
+func delta(began bool) int64 {
+	if began {
+		return 1
+	}
+	return -1
 }
 
 // ObserveExtend records the extension's round trip and counts it as a

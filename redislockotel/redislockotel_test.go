@@ -236,6 +236,9 @@ func TestInstruments(t *testing.T) {
 	obs.ObserveLost(redislock.LostEvent{Name: "report", Reason: redislock.Taken})
 	obs.ObserveFailOpen(redislock.FailOpenEvent{Name: "report"})
 	obs.ObserveExtend(redislock.ExtendEvent{Name: "report", Err: errors.New("timeout")})
+	obs.ObserveAcquire(redislock.AcquireEvent{Name: "relay", Acquired: true, Wait: time.Hour, Campaign: true})
+	obs.ObserveWait(redislock.WaitEvent{Name: "report", Kind: "lock", Began: true})
+	obs.ObserveLeader(redislock.LeaderEvent{Name: "relay", Leading: true})
 
 	metrics := collect(t, reader)
 	wantUnits := map[string]string{
@@ -248,13 +251,18 @@ func TestInstruments(t *testing.T) {
 		"redislock.losses":            "{loss}",
 		"redislock.releases":          "{release}",
 		"redislock.fail_open.runs":    "{run}",
+		"redislock.campaign.duration": "s",
+		"redislock.held":              "{hold}",
+		"redislock.waiting":           "{caller}",
+		"redislock.leader":            "{leader}",
 	}
+	upDowns := map[string]bool{"redislock.held": true, "redislock.waiting": true, "redislock.leader": true}
 	got := map[string]string{}
 	for name, m := range metrics {
 		got[name] = m.Unit
 		require.NotEmpty(t, m.Description, name)
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-			require.True(t, sum.IsMonotonic, name)
+			require.Equal(t, !upDowns[name], sum.IsMonotonic, name)
 			require.Equal(t, metricdata.CumulativeTemporality, sum.Temporality, name)
 		}
 	}
@@ -267,6 +275,8 @@ func TestInstruments(t *testing.T) {
 	require.Equal(t, []float64{0.0001, redislock.MaxWaitWithoutDeadline.Seconds()}, []float64{wait[0], wait[len(wait)-1]})
 	hold := bounds("redislock.hold.duration", none)
 	require.Equal(t, []float64{0.001, 3600}, []float64{hold[0], hold[len(hold)-1]})
+	campaign := bounds("redislock.campaign.duration", none)
+	require.Equal(t, []float64{0.001, 7 * 24 * 3600}, []float64{campaign[0], campaign[len(campaign)-1]}, "a follower campaigns as long as the leader leads")
 
 	t.Run("a View replaces the advised buckets", func(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
@@ -380,6 +390,9 @@ func TestBadInput(t *testing.T) {
 			obs.ObserveLost(redislock.LostEvent{Name: "x", Reason: redislock.Expired})
 			obs.ObserveExtend(redislock.ExtendEvent{Name: "x"})
 			obs.ObserveFailOpen(redislock.FailOpenEvent{Name: "x"})
+			obs.ObserveHold(redislock.HoldEvent{Name: "x", Kind: "lock", Began: true})
+			obs.ObserveWait(redislock.WaitEvent{Name: "x", Kind: "lock", Began: true, Campaign: true})
+			obs.ObserveLeader(redislock.LeaderEvent{Name: "x", Leading: true})
 		}
 	})
 

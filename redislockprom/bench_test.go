@@ -32,6 +32,16 @@ func BenchmarkObserve(b *testing.B) {
 			})
 		})
 	}
+	b.Run("hold began and ended", func(b *testing.B) {
+		obs := benchObserver(b, false)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				obs.ObserveHold(redislock.HoldEvent{Name: "job", Kind: "lock", Began: true})
+				obs.ObserveHold(redislock.HoldEvent{Name: "job", Kind: "lock"})
+			}
+		})
+	})
 	b.Run("not acquired", func(b *testing.B) {
 		obs := benchObserver(b, false)
 		err := errors.Join(redislock.ErrNotAcquired)

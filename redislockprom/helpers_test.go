@@ -2,6 +2,7 @@ package redislockprom_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -78,6 +79,16 @@ func waitDone(t *testing.T, ctx context.Context) {
 // labels (const labels included).
 func series(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
+	m, missing := lookup(t, reg, name, labels)
+	if m == nil {
+		t.Fatal(missing)
+	}
+	return m
+}
+
+// lookup is series, or nil and what is missing.
+func lookup(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (*dto.Metric, string) {
+	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
@@ -91,14 +102,13 @@ func series(t *testing.T, reg prometheus.Gatherer, name string, labels map[strin
 				got[lp.GetName()] = lp.GetValue()
 			}
 			if equalLabels(got, labels) {
-				return m
+				return m, ""
 			}
 			seen = append(seen, formatLabels(got))
 		}
-		t.Fatalf("%s has no series %s; it has %s", name, formatLabels(labels), strings.Join(seen, ", "))
+		return nil, fmt.Sprintf("%s has no series %s; it has %s", name, formatLabels(labels), strings.Join(seen, ", "))
 	}
-	t.Fatalf("no metric family %s", name)
-	return nil
+	return nil, "no metric family " + name
 }
 
 func equalLabels(a, b map[string]string) bool {

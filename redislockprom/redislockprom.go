@@ -1,7 +1,8 @@
 // Package redislockprom exports the events of redislock locks as Prometheus
 // metrics: acquisitions by outcome, losses by reason, fail-open runs,
-// extension failures and releases as counters, and wait, hold and extension
-// times as histograms.
+// extension failures and releases as counters; wait, campaign, hold and
+// extension times as histograms; what is held, waited for and led now as
+// gauges.
 //
 // Create one [Observer] per registry with [New] and pass it to every client
 // with redislock.WithObserver:
@@ -17,15 +18,21 @@
 //	redislock_not_acquired_total         Acquire calls that found it held by someone else
 //	redislock_acquire_errors_total       Acquire calls that failed on Redis (unreachable, refused)
 //	redislock_acquire_attempts_total     acquire commands sent (retries included)
-//	redislock_wait_seconds{result}       time from the Acquire call to its end
+//	redislock_wait_seconds{result}       time from the Acquire call to its end (not Elect's campaigns)
+//	redislock_campaign_seconds           time an Elect campaign lasted, until it led or gave up
 //	redislock_hold_seconds               time from acquisition to release (also after a loss)
 //	redislock_extend_duration_seconds    round trip of every extension command
 //	redislock_extend_failures_total{reason}  extensions that failed: not_held, redis_error, paused
 //	redislock_lost_total{reason}         held locks lost: expired, taken, unreachable, max_hold
 //	redislock_releases_total{result}     releases that reached Redis: released, not_held, redis_error
 //	redislock_fail_open_total            RunWithLock runs without a lock (WithFailOpen)
+//	redislock_held{kind}                 holds now: lock (Acquire, Elect, a multi lock), shared, semaphore
+//	redislock_waiting{kind}              callers waiting for a lock now (not Elect's followers)
+//	redislock_leader{name}               1 while a Client served leads the election called name, else 0
 //
 // The lock name is not a label unless [WithNameLabel] is given: see there.
+// The election's name always is: elections are few, and "which pod leads"
+// is the question the gauge answers.
 package redislockprom
 
 import (
@@ -35,6 +42,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,7 +75,14 @@ var (
 	defaultWaitBuckets   = []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	defaultHoldBuckets   = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600}
 	defaultExtendBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	// A campaign takes a round trip when nobody leads, a hand-over's wait
+	// after a release, a TTL after a leader died, and as long as the leader
+	// leads for a follower: hours, days.
+	defaultCampaignBuckets = []float64{.001, .01, .1, 1, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
 )
+
+// kinds are the values of the kind label: redislock.Info.Kind's.
+var kinds = []string{"lock", "shared", "semaphore"}
 
 // An Option configures New.
 type Option interface{ apply(*config) }
@@ -83,6 +98,7 @@ type config struct {
 	waitBuckets   []float64
 	holdBuckets   []float64
 	extendBuckets []float64
+	campaignBkts  []float64
 	err           error
 }
 
@@ -116,14 +132,14 @@ func WithNamespace(ns string) Option {
 // apart observers on one registry (one per Redis deployment, say). Default
 // none. Label names must match [a-zA-Z_][a-zA-Z0-9_]*, must not start with
 // "__", and must not be one of the labels this package sets (name, reason,
-// result, le).
+// result, kind, le).
 func WithConstLabels(labels prometheus.Labels) Option {
 	return optionFunc(func(c *config) {
 		for name := range labels {
 			switch {
 			case !legacyName.MatchString(name) || strings.HasPrefix(name, "__"):
 				c.invalid("const label name %q must match [a-zA-Z_][a-zA-Z0-9_]* and not start with __", name)
-			case name == "name" || name == "reason" || name == "result" || name == "le":
+			case name == "name" || name == "reason" || name == "result" || name == "kind" || name == "le":
 				c.invalid("const label name %q is set by redislockprom itself", name)
 			}
 		}
@@ -179,6 +195,15 @@ func WithExtendBuckets(buckets ...float64) Option {
 	return bucketsOption("extend", buckets, func(c *config) *[]float64 { return &c.extendBuckets })
 }
 
+// WithCampaignBuckets sets the buckets, in seconds, of
+// redislock_campaign_seconds. Default 1ms, 10ms, 100ms, 1s, 10s, 30s, 1min,
+// 5min, 30min, 1h, 6h, 1d, 1w: a campaign lasts a round trip when nobody
+// leads, a TTL when the leader died, and as long as the leader leads for a
+// follower. Buckets must be finite and strictly increasing.
+func WithCampaignBuckets(buckets ...float64) Option {
+	return bucketsOption("campaign", buckets, func(c *config) *[]float64 { return &c.campaignBkts })
+}
+
 func bucketsOption(what string, buckets []float64, field func(*config) *[]float64) Option {
 	buckets = append([]float64(nil), buckets...) // the caller may reuse its slice
 	return optionFunc(func(c *config) {
@@ -216,6 +241,12 @@ type Observer struct {
 	// label value (read-only after New).
 	counters  map[seriesKey]prometheus.Counter
 	observers map[seriesKey]prometheus.Observer
+	gauges    map[seriesKey]prometheus.Gauge
+
+	// leading counts, by election name, the terms the Clients served hold:
+	// two at once when a loss is not noticed yet (the gauge still says 1).
+	mu      sync.Mutex
+	leading map[string]int
 }
 
 type seriesKey struct {
@@ -235,16 +266,20 @@ type metrics struct {
 	lost           *prometheus.CounterVec
 	releases       *prometheus.CounterVec
 	failOpen       *prometheus.CounterVec
+	campaign       *prometheus.HistogramVec
+	held           *prometheus.GaugeVec
+	waiting        *prometheus.GaugeVec
+	leader         *prometheus.GaugeVec
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.acquired, m.notAcquired, m.acquireErrors, m.attempts, m.wait, m.hold,
-		m.extend, m.extendFailures, m.lost, m.releases, m.failOpen,
+		m.extend, m.extendFailures, m.lost, m.releases, m.failOpen, m.campaign, m.held, m.waiting, m.leader,
 	}
 }
 
-var _ redislock.Observer = (*Observer)(nil)
+var _ redislock.GaugeObserver = (*Observer)(nil)
 var _ prometheus.Collector = (*Observer)(nil)
 
 // New creates the metrics and registers them on reg, all at once: on error
@@ -264,7 +299,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 	if isNil(reg) {
 		return nil, invalidf("nil Registerer (pass prometheus.DefaultRegisterer for the global registry)")
 	}
-	c := config{waitBuckets: defaultWaitBuckets, holdBuckets: defaultHoldBuckets, extendBuckets: defaultExtendBuckets}
+	c := config{waitBuckets: defaultWaitBuckets, holdBuckets: defaultHoldBuckets, extendBuckets: defaultExtendBuckets,
+		campaignBkts: defaultCampaignBuckets}
 	for _, opt := range opts {
 		if opt == nil {
 			c.invalid("nil Option")
@@ -292,12 +328,21 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			Buckets: buckets,
 		}, with(extra...))
 	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: c.namespace, Subsystem: "redislock", Name: name, Help: help, ConstLabels: c.constLabels,
+		}, labels)
+	}
 	m := &metrics{
 		acquired:       counter("acquired_total", "Acquire calls that took the lock."),
 		notAcquired:    counter("not_acquired_total", "Acquire calls that gave up because another holder had the lock."),
 		acquireErrors:  counter("acquire_errors_total", "Acquire calls that failed because Redis could not be reached or refused the command."),
 		attempts:       counter("acquire_attempts_total", "Acquire commands sent to Redis, retries included."),
-		wait:           histogram("wait_seconds", "Time from an Acquire call to its end, by result (acquired, not_acquired, redis_error).", c.waitBuckets, "result"),
+		wait:           histogram("wait_seconds", "Time from an Acquire call to its end, by result (acquired, not_acquired, redis_error); Elect's campaigns are not in it.", c.waitBuckets, "result"),
+		campaign:       histogram("campaign_seconds", "Time an Elect campaign lasted, from its start until it led or gave up.", c.campaignBkts),
+		held:           gauge("held", "Locks held now, by kind (lock: Acquire, Elect, a multi lock; shared; semaphore: a slot).", with("kind")...),
+		waiting:        gauge("waiting", "Callers waiting for a lock now, by kind; Elect's followers are not counted.", with("kind")...),
+		leader:         gauge("leader", "1 while a Client of this Observer leads the election called name, 0 after it stopped leading.", "name"),
 		hold:           histogram("hold_seconds", "Time locks were held, from acquisition to the release that ended the hold (also after a loss).", c.holdBuckets),
 		extend:         histogram("extend_duration_seconds", "Round trip of extension commands (watchdog and Lock.Extend), successful or not.", c.extendBuckets),
 		extendFailures: counter("extend_failures_total", "Extensions that failed, by reason (not_held, redis_error, paused: this process did not run in time).", "reason"),
@@ -305,7 +350,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 		releases:       counter("releases_total", "Releases that reached Redis, by result (released, not_held, redis_error).", "result"),
 		failOpen:       counter("fail_open_total", "RunWithLock calls that ran without the lock because Redis could not be reached (WithFailOpen)."),
 	}
-	o := &Observer{nameLabel: c.nameLabel, m: m}
+	o := &Observer{nameLabel: c.nameLabel, m: m, leading: map[string]int{}}
 	if !c.nameLabel {
 		// Without per-name labels every series is known now: create them
 		// at zero, so that rate() and increase() see the first event, and
@@ -319,6 +364,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Observer, error) {
 			o.observers[seriesKey{m.wait, result}] = m.wait.WithLabelValues(result)
 		}
 		o.observers[seriesKey{m.hold, ""}] = m.hold.WithLabelValues()
+		o.observers[seriesKey{m.campaign, ""}] = m.campaign.WithLabelValues()
+		o.gauges = map[seriesKey]prometheus.Gauge{}
+		for _, k := range kinds {
+			o.gauges[seriesKey{m.held, k}] = m.held.WithLabelValues(k)
+			o.gauges[seriesKey{m.waiting, k}] = m.waiting.WithLabelValues(k)
+		}
 		o.observers[seriesKey{m.extend, ""}] = m.extend.WithLabelValues()
 		for _, reason := range []string{resultNotHeld, resultRedisError, reasonPaused} {
 			o.counters[seriesKey{m.extendFailures, reason}] = m.extendFailures.WithLabelValues(reason)
@@ -397,8 +448,20 @@ func (o *Observer) observer(vec *prometheus.HistogramVec, name string, value ...
 	return vec.WithLabelValues(append([]string{name}, value...)...)
 }
 
+// gauge is counter for gauges.
+func (o *Observer) gauge(vec *prometheus.GaugeVec, name string, value string) prometheus.Gauge {
+	if !o.nameLabel {
+		if g, ok := o.gauges[seriesKey{vec, value}]; ok {
+			return g
+		}
+		return vec.WithLabelValues(value)
+	}
+	return vec.WithLabelValues(name, value)
+}
+
 // ObserveAcquire counts the Acquire by result (acquired, not acquired, Redis
-// error), adds its attempts, and records its wait time.
+// error), adds its attempts, and records its wait time, or an Elect
+// campaign's time (redislock_campaign_seconds).
 func (o *Observer) ObserveAcquire(e redislock.AcquireEvent) {
 	if o == nil || o.m == nil {
 		return
@@ -418,7 +481,57 @@ func (o *Observer) ObserveAcquire(e redislock.AcquireEvent) {
 	if e.Attempts > 0 {
 		o.counter(o.m.attempts, e.Name).Add(float64(e.Attempts))
 	}
+	if e.Campaign {
+		o.observer(o.m.campaign, e.Name).Observe(e.Wait.Seconds())
+		return
+	}
 	o.observer(o.m.wait, e.Name, result).Observe(e.Wait.Seconds())
+}
+
+// ObserveHold counts the hold in redislock_held while it lasts.
+func (o *Observer) ObserveHold(e redislock.HoldEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	o.gauge(o.m.held, e.Name, e.Kind).Add(delta(e.Began))
+}
+
+// ObserveWait counts the caller in redislock_waiting while it waits, but for
+// an Elect follower, which makes its election's redislock_leader series (at
+// 0) instead: a follower waits as long as the leader leads.
+func (o *Observer) ObserveWait(e redislock.WaitEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	if e.Campaign {
+		o.m.leader.WithLabelValues(e.Name)
+		return
+	}
+	o.gauge(o.m.waiting, e.Name, e.Kind).Add(delta(e.Began))
+}
+
+// ObserveLeader sets redislock_leader{name} to 1 while a term of a Client
+// served lasts, to 0 once none does.
+func (o *Observer) ObserveLeader(e redislock.LeaderEvent) {
+	if o == nil || o.m == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.leading[e.Name] += int(delta(e.Leading))
+	leads := 0.0
+	if o.leading[e.Name] > 0 {
+		leads = 1
+	}
+	o.m.leader.WithLabelValues(e.Name).Set(leads)
+}
+
+// delta is a gauge's change: +1 as a hold, wait or term begins, -1 as it ends.
+func delta(began bool) float64 {
+	if began {
+		return 1
+	}
+	return -1
 }
 
 // ObserveExtend records the extension's round trip and counts it as a

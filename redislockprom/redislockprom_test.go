@@ -292,7 +292,7 @@ func TestOptions(t *testing.T) {
 
 	t.Run("custom buckets are used", func(t *testing.T) {
 		reg, _ := newObserver(t, redislockprom.WithWaitBuckets(0.5, 1), redislockprom.WithHoldBuckets(2, 4, 8),
-			redislockprom.WithExtendBuckets(0.25))
+			redislockprom.WithExtendBuckets(0.25), redislockprom.WithCampaignBuckets(60, 3600))
 		bounds := func(name string, labels map[string]string) []float64 {
 			var out []float64
 			for _, b := range series(t, reg, name, labels).GetHistogram().GetBucket() {
@@ -303,6 +303,7 @@ func TestOptions(t *testing.T) {
 		require.Equal(t, []float64{0.5, 1}, bounds("redislock_wait_seconds", map[string]string{"result": "acquired"}))
 		require.Equal(t, []float64{2, 4, 8}, bounds("redislock_hold_seconds", none))
 		require.Equal(t, []float64{0.25}, bounds("redislock_extend_duration_seconds", none))
+		require.Equal(t, []float64{60, 3600}, bounds("redislock_campaign_seconds", none))
 	})
 
 	t.Run("default buckets span sub-millisecond round trips to long waits and holds", func(t *testing.T) {
@@ -334,6 +335,8 @@ func TestBadInput(t *testing.T) {
 		{"a namespace with a dash", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithNamespace("my-app")}, "namespace"},
 		{"an empty namespace", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithNamespace("")}, "namespace"},
 		{"a const label the package sets", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithConstLabels(prometheus.Labels{"reason": "x"})}, "set by redislockprom"},
+		{"the kind label as a const label", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithConstLabels(prometheus.Labels{"kind": "x"})}, "set by redislockprom"},
+		{"unsorted campaign buckets", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithCampaignBuckets(2, 1)}, "strictly increasing"},
 		{"a reserved const label", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithConstLabels(prometheus.Labels{"__x": "y"})}, "const label name"},
 		{"no buckets", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithWaitBuckets()}, "no buckets"},
 		{"unsorted buckets", prometheus.NewRegistry(), []redislockprom.Option{redislockprom.WithHoldBuckets(2, 1)}, "strictly increasing"},
@@ -357,6 +360,9 @@ func TestBadInput(t *testing.T) {
 			obs.ObserveLost(redislock.LostEvent{Name: "x", Reason: redislock.Expired})
 			obs.ObserveExtend(redislock.ExtendEvent{Name: "x"})
 			obs.ObserveFailOpen(redislock.FailOpenEvent{Name: "x"})
+			obs.ObserveHold(redislock.HoldEvent{Name: "x", Kind: "lock", Began: true})
+			obs.ObserveWait(redislock.WaitEvent{Name: "x", Kind: "lock", Began: true})
+			obs.ObserveLeader(redislock.LeaderEvent{Name: "x", Leading: true})
 			require.Equal(t, 0, testutil.CollectAndCount(obs))
 		}
 	})
