@@ -274,8 +274,8 @@ func TestClusterFailover(t *testing.T) {
 			if r.waiterErr == nil {
 				waited = append(waited, r.waited)
 			}
-			row := fmt.Sprintf("| %s | %s | %v | %s | %d | %d of %d | %d of %d | %d of %d | %v | %v |", id, setting.label,
-				r.promotion.Round(10*time.Millisecond), r.downWindow, r.clusterDown, r.survived[0], r.onVictim[0], r.survived[1], r.onVictim[1],
+			row := fmt.Sprintf("| %s | %s | %v | %s | %d | %d of %d (replica had %d) | %d of %d (replica had %d) | %d of %d | %v | %v |", id, setting.label,
+				r.promotion.Round(10*time.Millisecond), r.downWindow, r.clusterDown, r.survived[0], r.onVictim[0], r.onReplica[0], r.survived[1], r.onVictim[1], r.onReplica[1],
 				r.healthyLost, r.healthy, r.back.Round(time.Millisecond), gotOrGaveUp(r.waiterErr, r.waited.Round(time.Millisecond)))
 			t.Logf("FIGURE %s", row)
 			rows = append(rows, row)
@@ -319,6 +319,7 @@ type clusterOutcome struct {
 	waited               time.Duration // promotion → the waiting caller's lock
 	waiterErr            error
 	onVictim, survived   [2]int // per holder (TTL 2 s, 30 s): locks on the dead primary, and kept
+	onReplica            [2]int // of those, the keys the replica had at the kill
 	healthy, healthyLost int
 	clusterDown          int    // extensions answered CLUSTERDOWN, and retried
 	downWindow           string // when a primary that stayed up said cluster_state:fail
@@ -404,6 +405,25 @@ func clusterFailover(t *testing.T, cluster *redistest.Cluster, id string, n int,
 	<-refused
 	require.NoError(t, blocker.Context().Err(), "the waiter waits for a held lock")
 
+	// What the replica has at the kill: a key it lacks (replication is
+	// asynchronous) is lost with the primary, whatever the holder does.
+	replicaRDB := redis.NewClient(&redis.Options{Addr: replica})
+	t.Cleanup(func() { _ = replicaRDB.Close() })
+	for h := range holders {
+		pipe := replicaRDB.Pipeline()
+		pipe.Do(ctx, "READONLY")
+		var exists []*redis.IntCmd
+		for name, l := range locks[h] {
+			if onVictim(name) {
+				exists = append(exists, pipe.Exists(ctx, l.Key()))
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(t, err)
+		for _, e := range exists {
+			out.onReplica[h] += int(e.Val())
+		}
+	}
 	node := cluster.Server(victim.Addr)
 	killed := time.Now()
 	node.Kill()

@@ -31,6 +31,16 @@ func handoffTicket(token string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// holderID names a hold where operators see it (Info.Holders, log lines,
+// Client.BreakHolder): the first 16 hex digits of the SHA1 of "holder:" and
+// its token. It is the same for the hold's whole life and tells nothing of
+// the token (nor of the hand-over ticket, a hash of the token alone); the
+// scripts compute it as redis.sha1hex("holder:" .. token):sub(1, 16).
+func holderID(token string) string {
+	sum := sha1.Sum([]byte("holder:" + token))
+	return hex.EncodeToString(sum[:8])
+}
+
 // handoverTagLen: 50 random bits: two Clients' channels all but never meet.
 const handoverTagLen = 10
 
