@@ -124,7 +124,7 @@ func TestThreePodsOnTheRealClockRunTheJobOncePerSecond(t *testing.T) {
 		eventually(t, 30*time.Second, func() bool { return len(log.snapshot()) >= wantTicks },
 			"fewer than %d ticks ran", wantTicks)
 		for _, p := range pods {
-			require.NoError(t, p.scheduler.Shutdown())
+			require.NoError(t, p.shutdown())
 		}
 
 		runs := log.snapshot()

@@ -85,6 +85,10 @@ type pod struct {
 	lockErrs  []error
 	outcomes  chan string // "ran" after a run's job function, "skipped" after a failed Lock
 	lockErred chan error
+	// shutdown stops the scheduler once: gocron's Shutdown called again
+	// soon after the first can wait for a stop that never comes (it sees
+	// the scheduler still started) and fail after its 12 s timeout.
+	shutdown func() error
 }
 
 // newPod starts a scheduler with a gocronlock.Locker on rdb, running job
@@ -122,7 +126,8 @@ func newPod(t *testing.T, name string, rdb redis.UniversalClient, clock *clockwo
 	)
 	require.NoError(t, err)
 	p.scheduler.Start()
-	t.Cleanup(func() { require.NoError(t, p.scheduler.Shutdown()) })
+	p.shutdown = sync.OnceValue(p.scheduler.Shutdown)
+	t.Cleanup(func() { require.NoError(t, p.shutdown()) })
 	return p
 }
 
