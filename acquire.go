@@ -32,7 +32,7 @@ import (
 // LOADING, READONLY, CLUSTERDOWN, MASTERDOWN, TRYAGAIN...: see transient)
 // as every waiting call of every kind does: a failed attempt begins a wait
 // of the strategy (within one, it tries again after 25-50 ms, doubling up
-// to 250-500 ms). Other replies (WRONGTYPE, NOPERM) end the call at once, as
+// to 125-250 ms). Other replies (WRONGTYPE, NOPERM) end the call at once, as
 // every error does with NoRetry.
 //
 // Errors, all of them one line:

@@ -148,11 +148,15 @@ func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Befor
 
 // retryPause is how long a waiter lets Redis be after its n-th failed attempt
 // in a row (see acquisition.failed), never past its strategy's wait: jittered
-// from 25-50 ms, doubling up to 250-500 ms, quick through a blip and a
-// failover, two to four attempts a second against a Redis that is down.
+// from 25-50 ms, doubling up to 125-250 ms, quick through a blip and a
+// failover, four to eight attempts a second against a Redis that is down.
+// The ceiling was 500 ms: a waiter then got in about a second after a
+// Cluster's promotion (its next try came up to 500 ms after the new slot
+// map, and a try sent by the old map waited as long again), where the
+// issue asks for a second at most; a refused dial costs Redis nothing.
 func retryPause(n int) time.Duration {
-	ceiling := 500 * time.Millisecond
-	if n < 5 {
+	ceiling := 250 * time.Millisecond
+	if n < 4 {
 		ceiling = 50 * time.Millisecond << (n - 1)
 	}
 	return ceiling/2 + rand.N(ceiling/2+1)
