@@ -421,7 +421,13 @@ func TestQuorumSurvivesAMinorityDownAndRefusesWithoutAMajority(t *testing.T) {
 		var qerr *redislock.QuorumError
 		require.ErrorAs(t, lost, &qerr)
 		require.Equal(t, "extend", qerr.Op)
-		require.Equal(t, 3, qerr.Failed)
+		// The three dead nodes failed; the two live ones agreed, unless the
+		// last extension before the safe deadline was cut short by that
+		// deadline (its per-node timeout is 300 ms, TTL/20): on a starved
+		// machine (the README's run beside two busy loops) they failed too.
+		require.GreaterOrEqual(t, qerr.Failed, 3, "%v", lost)
+		require.Less(t, qerr.Agreed, qerr.Needed, "%v", lost)
+		require.Equal(t, 5, qerr.Agreed+qerr.Refused+qerr.Failed, "%v", lost)
 
 		// Two nodes answer: not enough to say the lock is free, so the
 		// release reports the shortfall, after deleting what it could.
