@@ -372,7 +372,33 @@ func forEachOutage(t *testing.T, test func(t *testing.T, out outage)) {
 	t.Run("redis-server", func(t *testing.T) {
 		t.Parallel()
 		server := redistest.Start(t)
-		test(t, outage{addr: server.Addr(), begin: server.Kill, end: func() { server.Restart(t) }, lasts: 2 * time.Second})
+		// While it is down its port is held by a listener that closes each
+		// connection at once: a parallel test's redis-server could
+		// otherwise take the freed port and answer the waiters (a loaded
+		// run saw an Elect win during the "outage").
+		var hold net.Listener
+		begin := func() {
+			server.Kill()
+			var err error
+			hold, err = net.Listen("tcp", server.Addr())
+			require.NoError(t, err, "holding the dead server's port")
+			go func() {
+				for {
+					conn, err := hold.Accept()
+					if err != nil {
+						return
+					}
+					_ = conn.Close()
+				}
+			}()
+		}
+		end := func() { _ = hold.Close(); server.Restart(t) }
+		t.Cleanup(func() {
+			if hold != nil {
+				_ = hold.Close()
+			}
+		})
+		test(t, outage{addr: server.Addr(), begin: begin, end: end, lasts: 2 * time.Second})
 	})
 }
 
