@@ -90,7 +90,9 @@ type NodeInfo struct {
 // Client it reads every node (each within TTL/20) into Info.Nodes.
 //
 // Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
-// (nothing sent); ErrNotALock when a key of the lock holds another type; a
+// (nothing sent); ErrNotALock when a key of the lock holds another type,
+// or the lock key a sorted set no semaphore wrote (no limit key beside it,
+// and members that are not tokens); a
 // *QuorumError when under a majority could be read; else the Redis error.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
@@ -272,7 +274,9 @@ func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []In
 func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, []error) {
 	start := time.Now()
 	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
-	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
+	// A batch is up to listBatch scripts: at least a second per node, so that
+	// a loaded node is not given up on for the batch's size alone.
+	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, n quorumNode) answer {
 		i := q.index(n)
 		infos[i], holders[i], errs[i] = n.inspectEach(ctx, keys)
 		return answer{}

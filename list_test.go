@@ -508,3 +508,21 @@ func TestListOnACluster(t *testing.T) {
 	}
 	require.True(t, broke)
 }
+
+// docs/security.md's line for List: Inspect's grants and +scan.
+func TestListACL(t *testing.T) {
+	server := redistest.Start(t)
+	admin := newRedisClient(t, server.Addr())
+	ctx := context.Background()
+	l, err := redislock.New(admin, quiet).AcquireSemaphore(ctx, "acl-sem", 2)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Release(ctx)) }()
+	rules := append([]string{"~lock:*", "resetchannels", "&lock:*", "+zcard", "+zcount", "+type", "+zrangebyscore"}, minimalACLCommands...)
+
+	_, errs := listed(t, redislock.New(setACLUser(t, admin, "lister", rules...), quiet), "")
+	require.Len(t, errs, 1, "without +scan")
+	require.ErrorContains(t, errs[0], "NOPERM")
+	infos, errs := listed(t, redislock.New(setACLUser(t, admin, "scanner", append(rules, "+scan")...), quiet), "")
+	require.Empty(t, errs)
+	require.Equal(t, []string{"acl-sem"}, names(infos))
+}
