@@ -478,9 +478,7 @@ func TestListOnAQuorum(t *testing.T) {
 // On a Cluster, List scans every primary (not the replicas) and inspects
 // each primary's names on it.
 func TestListOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a Cluster of 6 servers; run without -short")
-	}
+	t.Parallel()
 	cluster := redistest.SharedCluster(t)
 	rdb := cluster.Client(t)
 	c := redislock.New(rdb, quiet)
