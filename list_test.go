@@ -136,6 +136,23 @@ func TestEveryHolderHasTheIDOfItsLogLines(t *testing.T) {
 			require.Len(t, slices.Compact(all), 6, "distinct between holds")
 		})
 
+		t.Run("a waiter handed the lock holds it under its own ID", func(t *testing.T) {
+			first, err := c.Acquire(ctx, "handed")
+			require.NoError(t, err)
+			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			waiter := goAcquire(func() (*redislock.Lock, error) {
+				return redislock.New(b.rdb, quiet).Acquire(waitCtx, "handed", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+			})
+			eventually(t, 5*time.Second, func() bool { return queueLen(t, b.rdb, "handed") == 1 }, "the waiter queued")
+			require.NoError(t, first.Release(ctx)) // hands the lock to the waiter
+			r := receive(t, waiter, 10*time.Second)
+			require.NoError(t, r.err)
+			require.Equal(t, []string{idOf(r.l)}, holderIDs(inspect("handed")))
+			require.NotEqual(t, idOf(first), idOf(r.l))
+			require.NoError(t, r.l.Release(ctx))
+		})
+
 		t.Run("the lock lost line names the holder Inspect showed", func(t *testing.T) {
 			l, err := c.Acquire(ctx, "lost", redislock.WithExtendInterval(50*time.Millisecond))
 			require.NoError(t, err)
