@@ -115,7 +115,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // On a quorum Client a name held on any node is listed (Info.Nodes says
 // where; Held only when a majority holds it).
 //
-// It scans with SCAN (never KEYS), listCount keys per call, on every
+// It scans with SCAN (never KEYS), COUNT listCount (1000) per call, on every
 // primary of a Cluster (replicas are not scanned), or every node of a quorum
 // Client (a name found on any, with Nodes); each batch of names it finds is
 // inspected in one round trip per node. A lock taken or released during
