@@ -584,7 +584,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	l := &Lock{h: a.l}
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
-			"attempts", a.attempts, "wait", time.Since(a.start), "token", l.Token())
+			"attempts", a.attempts, "wait", time.Since(a.start), "token", l.Token(), "holder", holderID(l.Token()))
 	}
 	runtime.SetFinalizer(l, (*Lock).dropped)
 	return l, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -435,4 +436,38 @@ func ExampleClient_AcquireMulti() {
 	// account:1 left held: false
 	// a fence per account: true
 	// held: true
+}
+
+func ExampleClient_List() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+
+	report, _ := locker.Acquire(ctx, "report:daily", redislock.WithMetadata("host=web-1"))
+	upload, _ := locker.AcquireSemaphore(ctx, "uploads", 3, redislock.WithMetadata("host=web-2"))
+
+	// Every lock whose name starts with "report:", of every kind; the
+	// prefix is literal, and the scan stops when the loop breaks.
+	for info, err := range locker.List(ctx, "report:") {
+		if err != nil {
+			fmt.Println(err)
+			break
+		}
+		holder := info.Holders[0]
+		fmt.Println(info.Name, info.Kind, holder.Metadata, "holder ID is 16 hex digits:", len(holder.ID) == 16)
+	}
+	var names []string
+	for info, err := range locker.List(ctx, "") {
+		if err == nil {
+			names = append(names, info.Name)
+		}
+	}
+	slices.Sort(names) // List yields in no order
+	fmt.Println(names)
+	_ = report.Release(ctx)
+	_ = upload.Release(ctx)
+	// Output:
+	// report:daily lock host=web-1 holder ID is 16 hex digits: true
+	// [report:daily uploads]
 }

@@ -383,28 +383,32 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		return "*10\r\n" + held + pttl + metadata + fence + waiters + holder + count + kind + limit + holders
 	}
 	none := "*0\r\n"
+	// holder is one holder in the holders list: ID, metadata, lease left.
+	holder := func(id, metadata, left string) string { return word(id) + word(metadata) + left }
+	const id = "0123456789abcdef"
+	lockHolder := "*3\r\n" + holder(id, "", ":1500\r\n")
 
 	t.Run("the fake server's well-formed replies are read", func(t *testing.T) {
 		info, err := c.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.False(t, info.Held)
-		f.answer("inspect", state(":1\r\n", ":1500\r\n", word("host=a"), word("42"), ":3\r\n", word("abcd"), ":0\r\n", word("lock"), word(""), none))
+		f.answer("inspect", state(":1\r\n", ":1500\r\n", word("host=a"), word("42"), ":3\r\n", word("abcd"), ":0\r\n", word("lock"), word(""), "*3\r\n"+holder(id, "host=a", ":1500\r\n")))
 		info, err = c.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond, Metadata: "host=a", Fence: 42, Waiters: 3,
-			Kind: "lock", Count: 1}, info)
+			Kind: "lock", Count: 1, Holders: []redislock.HolderInfo{{ID: id, Metadata: "host=a", TTL: 1500 * time.Millisecond}}}, info)
 		f.answer("inspect", state(":1\r\n", ":1500\r\n", word(""), word("42"), ":3\r\n", word("abcd"), ":2\r\n", word("shared"), word(""),
-			"*4\r\n"+word("host=a")+":1200\r\n"+word("")+":1500\r\n"))
+			"*6\r\n"+holder(id, "host=a", ":1200\r\n")+holder("fedcba9876543210", "", ":1500\r\n")))
 		info, err = c.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond, Fence: 42, Waiters: 3, Shared: 2,
-			Kind: "shared", Count: 2, Holders: []redislock.HolderInfo{{Metadata: "host=a", TTL: 1200 * time.Millisecond}, {TTL: 1500 * time.Millisecond}}}, info)
+			Kind: "shared", Count: 2, Holders: []redislock.HolderInfo{{ID: id, Metadata: "host=a", TTL: 1200 * time.Millisecond}, {ID: "fedcba9876543210", TTL: 1500 * time.Millisecond}}}, info)
 		f.answer("inspect", state(":1\r\n", ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":101\r\n", word("semaphore"), word("200"),
-			"*2\r\n"+word("host=b")+":900\r\n"))
+			"*3\r\n"+holder(id, "host=b", ":900\r\n")))
 		info, err = c.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond,
-			Kind: "semaphore", Count: 101, Limit: 200, Holders: []redislock.HolderInfo{{Metadata: "host=b", TTL: 900 * time.Millisecond}}}, info)
+			Kind: "semaphore", Count: 101, Limit: 200, Holders: []redislock.HolderInfo{{ID: id, Metadata: "host=b", TTL: 900 * time.Millisecond}}}, info)
 		_, err = c.Break(ctx, "job")
 		require.NoError(t, err)
 	})
@@ -414,28 +418,31 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 	}
 	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
 	cases = append(cases,
-		garbage{"held as 2", state(":2\r\n", ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word("lock"), word(""), none)},
-		garbage{"held as a word", state(word("1"), ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word("lock"), word(""), none)},
+		garbage{"held as 2", state(":2\r\n", ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word("lock"), word(""), lockHolder)},
+		garbage{"held as a word", state(word("1"), ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word("lock"), word(""), lockHolder)},
 		garbage{"a free lock with a TTL", state(":0\r\n", ":1500\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word(""), word(""), none)},
 		garbage{"a free lock with metadata", state(":0\r\n", ":-2\r\n", word("host=a"), word(""), ":0\r\n", word(""), ":0\r\n", word(""), word(""), none)},
 		garbage{"a free lock with shared holders", state(":0\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word(""), ":3\r\n", word(""), word(""), none)},
 		garbage{"a free lock of a kind", state(":0\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word("lock"), word(""), none)},
-		garbage{"a free lock with holders", state(":0\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word(""), word(""), "*2\r\n"+word("")+":5\r\n")},
-		garbage{"a held lock with PTTL -2", state(":1\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word("ab"), ":0\r\n", word("lock"), word(""), none)},
-		garbage{"negative waiters", state(":1\r\n", ":1500\r\n", word(""), word(""), ":-1\r\n", word("ab"), ":0\r\n", word("lock"), word(""), none)},
+		garbage{"a free lock with holders", state(":0\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word(""), ":0\r\n", word(""), word(""), lockHolder)},
+		garbage{"a held lock with PTTL -2", state(":1\r\n", ":-2\r\n", word(""), word(""), ":0\r\n", word("ab"), ":0\r\n", word("lock"), word(""), lockHolder)},
+		garbage{"negative waiters", state(":1\r\n", ":1500\r\n", word(""), word(""), ":-1\r\n", word("ab"), ":0\r\n", word("lock"), word(""), lockHolder)},
 		garbage{"negative shared holders", held(":-1\r\n", "shared", "", none)},
 		garbage{"shared holders as a word", held(word("2"), "shared", "", none)},
-		garbage{"a fence as a number", state(":1\r\n", ":1500\r\n", word(""), ":7\r\n", ":0\r\n", word("ab"), ":0\r\n", word("lock"), word(""), none)},
+		garbage{"a fence as a number", state(":1\r\n", ":1500\r\n", word(""), ":7\r\n", ":0\r\n", word("ab"), ":0\r\n", word("lock"), word(""), lockHolder)},
 		garbage{"an unknown kind", held(":0\r\n", "mutex", "", none)},
 		garbage{"a held lock without a kind", held(":0\r\n", "", "", none)},
-		garbage{"an exclusive lock with holders", held(":1\r\n", "lock", "", "*2\r\n"+word("")+":5\r\n")},
-		garbage{"an exclusive lock with a limit", held(":0\r\n", "lock", "3", none)},
+		garbage{"an exclusive lock with two holders", held(":0\r\n", "lock", "", "*6\r\n"+holder(id, "", ":5\r\n")+holder(id, "", ":5\r\n"))},
+		garbage{"an exclusive lock without its holder", held(":0\r\n", "lock", "", none)},
+		garbage{"an exclusive lock with a limit", held(":0\r\n", "lock", "3", lockHolder)},
 		garbage{"a semaphore without holders", held(":0\r\n", "semaphore", "3", none)},
-		garbage{"a semaphore limit that is no number", held(":1\r\n", "semaphore", "three", "*2\r\n"+word("")+":5\r\n")},
-		garbage{"more holders listed than counted", held(":1\r\n", "shared", "", "*4\r\n"+word("")+":5\r\n"+word("")+":5\r\n")},
-		garbage{"a holder without its lease", held(":1\r\n", "shared", "", "*1\r\n"+word(""))},
-		garbage{"a holder's negative lease", held(":1\r\n", "shared", "", "*2\r\n"+word("")+":-5\r\n")},
-		garbage{"a holder's lease as a word", held(":1\r\n", "shared", "", "*2\r\n"+word("")+word("5"))},
+		garbage{"a semaphore limit that is no number", held(":1\r\n", "semaphore", "three", "*3\r\n"+holder(id, "", ":5\r\n"))},
+		garbage{"more holders listed than counted", held(":1\r\n", "shared", "", "*6\r\n"+holder(id, "", ":5\r\n")+holder(id, "", ":5\r\n"))},
+		garbage{"a holder without its lease", held(":1\r\n", "shared", "", "*2\r\n"+word(id)+word(""))},
+		garbage{"a holder's negative lease", held(":1\r\n", "shared", "", "*3\r\n"+holder(id, "", ":-5\r\n"))},
+		garbage{"a holder's lease as a word", held(":1\r\n", "shared", "", "*3\r\n"+holder(id, "", word("5")))},
+		garbage{"a holder's ID that is not 16 digits", held(":1\r\n", "shared", "", "*3\r\n"+holder("abc", "", ":5\r\n"))},
+		garbage{"a holder's ID as a number", held(":1\r\n", "shared", "", "*3\r\n:5\r\n"+word("")+":5\r\n")},
 		garbage{"holders as a word", held(":1\r\n", "shared", "", word("x"))},
 		garbage{"an array of seven (before the kinds)", "*7\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n"},
 		garbage{"an array of twelve", "*12\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n" + word("lock") + word("") + none + ":0\r\n:0\r\n"},
@@ -454,7 +461,7 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		})
 	}
 	t.Run("a break reply whose hand-over flag is not 0 or 1", func(t *testing.T) {
-		f.answer("break", "*11\r\n:1\r\n:1500\r\n"+word("")+word("")+":0\r\n"+word("ab")+":0\r\n"+word("lock")+word("")+none+":5\r\n")
+		f.answer("break", "*11\r\n:1\r\n:1500\r\n"+word("")+word("")+":0\r\n"+word("ab")+":0\r\n"+word("lock")+word("")+lockHolder+":5\r\n")
 		_, err := c.Break(ctx, "job")
 		require.ErrorContains(t, err, "unexpected reply")
 	})

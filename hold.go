@@ -105,7 +105,7 @@ func (l *hold) announceLoss(lost *LostError) {
 	if lost.Reason == Expired && !l.opts.watchdog {
 		level = slog.LevelInfo
 	}
-	attrs := []any{"name", lost.Name, "reason", lost.why(), "held_for", lost.HeldFor}
+	attrs := []any{"name", lost.Name, "holder", holderID(l.token()), "reason", lost.why(), "held_for", lost.HeldFor}
 	if lost.Err != nil {
 		attrs = append(attrs, "error", lost.Err)
 	}
@@ -157,7 +157,7 @@ func (h *hold) dropped() {
 	heldFor := time.Since(h.acquiredAt)
 	frame, _ := runtime.CallersFrames([]uintptr{h.caller}).Next()
 	h.opts.log().Error("redislock: lock dropped without Release; releasing it",
-		"name", h.name, "held_for", heldFor, "acquired_at", fmt.Sprintf("%s:%d", frame.File, frame.Line))
+		"name", h.name, "holder", holderID(h.token()), "held_for", heldFor, "acquired_at", fmt.Sprintf("%s:%d", frame.File, frame.Line))
 	if h.opts.observer != nil {
 		h.opts.observer.ObserveRelease(ReleaseEvent{Name: h.name, HeldFor: heldFor, Err: errDropped})
 	}

@@ -3,10 +3,13 @@ package redislock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,17 +40,34 @@ type Info struct {
 	// Count is how many hold the name (1 for a lock, 0 when not held);
 	// Limit a semaphore's limit (0 otherwise).
 	Count, Limit int
-	// Holders: the shared or semaphore holders, each with its metadata and
-	// lease left, the first to end first; at most 100 (Count says how many).
+	// Holders: every holder, each with its ID, metadata and lease left: an
+	// exclusive lock's one (Acquire, Elect, a multi lock; on a quorum Client
+	// the majority's, with Info.TTL), a shared lock's or a semaphore's each,
+	// the first to end first, at most 100 (Count says how many); nil when
+	// not held.
 	Holders []HolderInfo
+	// Queue: the callers queued on the server, first in line first, at
+	// most 100 (Waiters counts them all); nil on a quorum Client.
+	Queue []WaiterInfo
 	// Nodes: on a quorum Client, each node's view, in NewQuorum's order.
 	Nodes []NodeInfo
 }
 
-// HolderInfo is a shared or semaphore holder, in Info.Holders (never its token).
+// HolderInfo is a holder of a lock, in Info.Holders (never its token).
 type HolderInfo struct {
+	// ID names the hold, as the library's log lines for it do (attribute
+	// "holder"): 16 hex digits of SHA1("holder:" + token), the same for
+	// the hold's whole life, distinct between holds, and of no use to
+	// release or extend it (it tells nothing of the token).
+	ID       string
 	Metadata string        // see WithMetadata; "" when none
-	TTL      time.Duration // the holder's lease left
+	TTL      time.Duration // the holder's lease left (negative: no expiry)
+}
+
+// WaiterInfo is a caller queued for a lock, in Info.Queue.
+type WaiterInfo struct {
+	Metadata string        // what the caller gave WithMetadata; "" when none
+	Waited   time.Duration // how long it has been in line
 }
 
 // NodeInfo is what one node of a quorum Client holds for a lock.
@@ -70,7 +90,9 @@ type NodeInfo struct {
 // Client it reads every node (each within TTL/20) into Info.Nodes.
 //
 // Errors: ErrInvalidArgument for a nil ctx or a name Acquire would refuse
-// (nothing sent); ErrNotALock when a key of the lock holds another type; a
+// (nothing sent); ErrNotALock when a key of the lock holds another type,
+// or the lock key a sorted set no semaphore wrote (no limit key beside it,
+// and members that are not tokens); a
 // *QuorumError when under a majority could be read; else the Redis error.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
@@ -83,6 +105,196 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		return info, fmt.Errorf("redislock: inspect %q: %w", name, err)
 	}
 	return info, nil
+}
+
+// List yields an Info, as Inspect returns it, for every lock held under the
+// Client's key prefix whose name starts with prefix ("" for all; taken
+// literally, not as a pattern): every kind, each name once, in no order.
+// Names that hold nothing (a fence counter, waiters, an expired lease) are
+// left out, and so are keys no kind of this library wrote (ErrNotALock).
+// On a quorum Client a name held on any node is listed (Info.Nodes says
+// where; Held only when a majority holds it).
+//
+// It scans with SCAN (never KEYS), COUNT listCount (1000) per call, on every
+// primary of a Cluster (replicas are not scanned), or every node of a quorum
+// Client (a name found on any, with Nodes); each batch of names it finds is
+// inspected in one round trip per node. A lock taken or released during
+// the scan may be listed or not. It stops when the loop breaks, and when
+// ctx ends, after yielding ctx's error once.
+//
+// Errors, yielded with a zero Info (or the name's): Inspect's for
+// arguments (a prefix that starts with '}', which no name does, is
+// ErrInvalidArgument; nothing is sent); a node's failure, after which the
+// other nodes are still scanned; a name's Inspect error (a *QuorumError).
+func (c *Client) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		// The key of a name that starts with prefix checks the arguments,
+		// and starts the pattern: cut "_}" for "*}".
+		key, err := c.lockKey(ctx, prefix+"_")
+		if strings.HasPrefix(prefix, "}") {
+			err = invalidf("no lock name starts with '}'")
+		}
+		if err != nil {
+			yield(Info{}, fmt.Errorf("redislock: list %q: %w", prefix, err))
+			return
+		}
+		match := globEscaper.Replace(key[:len(key)-2]) + "*}"
+		seen := map[string]bool{}
+		for _, node := range c.store.scanned(ctx) {
+			if !c.listNode(ctx, node, match, seen, yield) {
+				return
+			}
+		}
+	}
+}
+
+// listCount is SCAN's COUNT for List: one call reads about that many keys;
+// listBatch the names one pipeline inspects.
+const listCount, listBatch = 1000, 100
+
+// globEscaper escapes the characters SCAN's MATCH gives a meaning to.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// scanTarget is a node List scans, or why one could not be found.
+type scanTarget struct {
+	rdb redis.Cmdable
+	err error
+}
+
+// listNode yields the locks that SCAN finds on node, and reports whether
+// List goes on (false: the loop broke, or ctx ended).
+func (c *Client) listNode(ctx context.Context, node scanTarget, match string, seen map[string]bool, yield func(Info, error) bool) bool {
+	failed := func(err error) bool {
+		if ctx.Err() != nil {
+			yield(Info{}, fmt.Errorf("redislock: list: %w", context.Cause(ctx)))
+			return false
+		}
+		return yield(Info{}, fmt.Errorf("redislock: list: %w", err))
+	}
+	if node.err != nil {
+		return failed(node.err)
+	}
+	var cursor uint64
+	for {
+		keys, next, err := node.rdb.Scan(ctx, cursor, match, listCount).Result()
+		if err != nil {
+			return failed(err)
+		}
+		fresh := keys[:0]
+		for _, key := range keys {
+			if _, ok := lockrules.Name(c.opts.prefix, key); ok && !seen[key] { // SCAN may return a key twice
+				seen[key] = true
+				fresh = append(fresh, key)
+			}
+		}
+		for batch := range slices.Chunk(fresh, listBatch) {
+			infos, errs := c.store.inspectMany(ctx, batch)
+			for i, info := range infos {
+				info.Name, _ = lockrules.Name(c.opts.prefix, batch[i])
+				info.Key = batch[i]
+				switch {
+				case ctx.Err() != nil:
+					return failed(ctx.Err())
+				case errors.Is(errs[i], ErrNotALock) || errs[i] == nil && !info.Held && !slices.ContainsFunc(info.Nodes, heldOn):
+				case errs[i] != nil:
+					if !yield(info, fmt.Errorf("redislock: inspect %q: %w", info.Name, errs[i])) {
+						return false
+					}
+				case !yield(info, nil):
+					return false
+				}
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return true
+		}
+	}
+}
+
+// heldOn: a quorum's node holds the name (List shows a minority's hold too).
+func heldOn(n NodeInfo) bool { return n.Held }
+
+// scanned: this deployment's node, or every primary of a Cluster.
+func (s singleStore) scanned(ctx context.Context) []scanTarget {
+	cluster, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return []scanTarget{{rdb: s.rdb}}
+	}
+	var mu sync.Mutex
+	var nodes []scanTarget
+	err := cluster.ForEachMaster(ctx, func(_ context.Context, primary *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		nodes = append(nodes, scanTarget{rdb: primary})
+		return nil
+	})
+	if err != nil {
+		nodes = append(nodes, scanTarget{err: err})
+	}
+	return nodes
+}
+
+func (q *quorumStore) scanned(ctx context.Context) []scanTarget {
+	var nodes []scanTarget
+	for _, n := range q.nodes {
+		for _, t := range n.scanned(ctx) {
+			if t.err != nil {
+				t.err = fmt.Errorf("%s: %w", n.label, t.err)
+			}
+			nodes = append(nodes, t)
+		}
+	}
+	return nodes
+}
+
+// inspectMany is inspect for many keys, in one pipeline (a Cluster's
+// client sends each node its part).
+func (s singleStore) inspectMany(ctx context.Context, keys []string) ([]Info, []error) {
+	infos, _, errs := s.inspectEach(ctx, keys)
+	return infos, errs
+}
+
+func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error) {
+	cmds := make([][]any, len(keys))
+	for i, key := range keys {
+		cmds[i] = []any{"evalsha", inspectSHA, 6}
+		for _, k := range stateKeys(key) {
+			cmds[i] = append(cmds[i], k)
+		}
+	}
+	infos, holders, errs = make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
+	for i, reply := range s.runGroups(ctx, inspectSource, cmds, len(cmds)) {
+		infos[i], holders[i], _, errs[i] = parseState(reply)
+	}
+	return infos, holders, errs
+}
+
+// inspectMany asks every node once for all keys, then makes each key's
+// Info as inspect does.
+func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, []error) {
+	start := time.Now()
+	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
+	// A batch is up to listBatch scripts: at least a second per node, so that
+	// a loaded node is not given up on for the batch's size alone.
+	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, n quorumNode) answer {
+		i := q.index(n)
+		infos[i], holders[i], errs[i] = n.inspectEach(ctx, keys)
+		return answer{}
+	}, nil)
+	out, outErrs := make([]Info, len(keys)), make([]error, len(keys))
+	for k := range keys {
+		each, eachInfo, eachHolder := slices.Clone(answers), make([]Info, len(q.nodes)), make([]string, len(q.nodes))
+		for i, n := range q.nodes {
+			if each[i].err == nil {
+				eachInfo[i], eachHolder[i] = infos[i][k], holders[i][k]
+				if err := errs[i][k]; err != nil {
+					each[i].err = fmt.Errorf("%s: %w", n.label, err)
+				}
+			}
+		}
+		out[k], outErrs[k] = q.combine("inspect", start, each, eachInfo, eachHolder)
+	}
+	return out, outErrs
 }
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
@@ -152,7 +364,7 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	}
 	switch {
 	case held == 0:
-	case kind == kindLock && count == 0 && limit == "" && len(holders) == 0:
+	case kind == kindLock && count == 0 && limit == "" && len(holders) == 3:
 	case kind == kindShared && limit == "" && metadata == "":
 	case kind == kindSemaphore && count > 0 && metadata == "" && holder == "":
 		if limit != "" {
@@ -165,16 +377,8 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 	default:
 		return unexpected()
 	}
-	if len(holders)%2 != 0 || int64(len(holders)/2) > count {
+	if info.Holders, ok = parseHolders(holders, max(count, 1)); !ok {
 		return unexpected()
-	}
-	for i := 0; i < len(holders); i += 2 {
-		metadata, ok := holders[i].(string)
-		left, ok2 := holders[i+1].(int64)
-		if !ok || !ok2 || left < 0 {
-			return unexpected()
-		}
-		info.Holders = append(info.Holders, HolderInfo{Metadata: metadata, TTL: leaseLeft(left)})
 	}
 	if fence != "" {
 		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
@@ -199,6 +403,24 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		handed = n == 1
 	}
 	return info, holder, handed, nil
+}
+
+// parseHolders reads state.lua's holders (id, metadata, lease left, ...):
+// at most most of them, each lease running or without expiry (-1).
+func parseHolders(flat []any, most int64) (holders []HolderInfo, ok bool) {
+	if len(flat)%3 != 0 || int64(len(flat)/3) > most {
+		return nil, false
+	}
+	for i := 0; i < len(flat); i += 3 {
+		id, ok0 := flat[i].(string)
+		metadata, ok1 := flat[i+1].(string)
+		left, ok2 := flat[i+2].(int64)
+		if !ok0 || !ok1 || !ok2 || left < -1 || len(id) != 16 {
+			return nil, false
+		}
+		holders = append(holders, HolderInfo{ID: id, Metadata: metadata, TTL: leaseLeft(left)})
+	}
+	return holders, true
 }
 
 // notALockError says which key holds what instead of a lock (the script's
@@ -234,11 +456,21 @@ func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx conte
 	infos := make([]Info, len(q.nodes))
 	holders := make([]string, len(q.nodes))
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
-		i := slices.IndexFunc(q.nodes, func(m quorumNode) bool { return m.label == n.label })
+		i := q.index(n)
 		var err error
 		infos[i], holders[i], err = read(ctx, n)
 		return answer{err: err}
 	}, nil)
+	return q.combine(op, start, answers, infos, holders)
+}
+
+func (q *quorumStore) index(n quorumNode) int {
+	return slices.IndexFunc(q.nodes, func(m quorumNode) bool { return m.label == n.label })
+}
+
+// combine makes one Info of the nodes' answers and Infos (holders: the
+// digest of each node's value): each node's view, and the majority's.
+func (q *quorumStore) combine(op string, start time.Time, answers []answer, infos []Info, holders []string) (Info, error) {
 	var info Info
 	counts := make(map[string]int)
 	var errs []error
@@ -255,16 +487,21 @@ func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx conte
 		info.Nodes = append(info.Nodes, node)
 	}
 	var leases []time.Duration
+	var id string
 	for i := range info.Nodes {
 		node := &info.Nodes[i]
 		if node.Err == nil && node.Held && counts[holders[i]] >= q.needed {
 			node.Majority, info.Held, info.Metadata = true, true, node.Metadata
+			if h := infos[i].Holders; len(h) > 0 {
+				id = h[0].ID // one value, so one ID, on each such node
+			}
 			leases = append(leases, node.TTL)
 		}
 	}
 	if info.Held {
 		// A quorum Client takes exclusive locks only.
 		info.TTL, info.Kind, info.Count = majorityLease(leases, q.needed), kindLock, 1
+		info.Holders = []HolderInfo{{ID: id, Metadata: info.Metadata, TTL: info.TTL}}
 	}
 	if answered := len(q.nodes) - len(errs); answered < q.needed {
 		return info, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,

@@ -94,7 +94,7 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 		_ = l.endedFor(ctx)
 	}
 	if logger := l.opts.log(); logger.Enabled(ctx, slog.LevelDebug) {
-		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.token())
+		logger.Debug("redislock: released", "name", l.name, "held_for", time.Since(l.acquiredAt), "error", err, "token", l.token(), "holder", holderID(l.token()))
 	}
 	if l.opts.observer != nil {
 		l.opts.observer.ObserveRelease(ReleaseEvent{Name: l.name, HeldFor: time.Since(l.acquiredAt), Err: err})

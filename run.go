@@ -73,7 +73,7 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err
 			lost = foundLost
 		case releaseErr != nil:
 			l.h.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
-				"name", l.h.name, "error", releaseErr)
+				"name", l.h.name, "holder", holderID(l.h.token()), "error", releaseErr)
 		}
 		if lost != nil {
 			err = join(lost, err)

@@ -42,7 +42,8 @@ var (
 	releaseScript       = redis.NewScript(releaseSource)
 	extendScript        = redis.NewScript(lua("extend"))
 	pttlScript          = redis.NewScript(lua("pttl"))
-	inspectScript       = redis.NewScript(lua("state", "inspect"))
+	inspectSource       = lua("state", "inspect")
+	inspectScript       = redis.NewScript(inspectSource)
 	breakScript         = redis.NewScript(lua("state", "handover", "break"))
 	semExtendScript     = redis.NewScript(lua("semaphore_extend"))
 	semPTTLScript       = redis.NewScript(lua("semaphore_pttl"))
@@ -61,6 +62,7 @@ var (
 	multiExtendSHA   any = redis.NewScript(multiExtendSource).Hash()
 	multiReleaseSHA  any = redis.NewScript(multiReleaseSource).Hash()
 	multiPTTLSHA     any = redis.NewScript(multiPTTLSource).Hash()
+	inspectSHA       any = inspectScript.Hash()
 )
 
 // Replies of the extend and release scripts.

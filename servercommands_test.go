@@ -16,7 +16,7 @@ import (
 
 // serverCalls returns the calls of each command the server ran (INFO
 // commandstats; a script's redis.call counts), but INFO.
-func serverCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
+func serverCalls(t testing.TB, rdb *redis.Client) map[string]int64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)

@@ -30,6 +30,10 @@ type store interface {
 	pttl(ctx context.Context, ref *lockRef) (int64, error)
 	// inspect reads the lock at key (lua/state.lua); a quorum every node.
 	inspect(ctx context.Context, key string) (Info, error)
+	// scanned: the nodes whose keys List scans (every primary, every node).
+	scanned(ctx context.Context) []scanTarget
+	// inspectMany is inspect for many keys, in one round trip per node.
+	inspectMany(ctx context.Context, keys []string) ([]Info, []error)
 	// breakLock ends the lock at key whatever its token, as a release would
 	// (lua/break.lua), returning what it held and whether a waiter got it.
 	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)

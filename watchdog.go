@@ -228,7 +228,7 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 		if l.notHeld() == nil && !l.pastSafeDeadline() {
 			// (Past it, as after a pause, the alarm reports the loss: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
-				"name", l.name, "error", err, "safe_deadline_in", time.Until(deadline))
+				"name", l.name, "holder", holderID(l.token()), "error", err, "safe_deadline_in", time.Until(deadline))
 		}
 		// Three more tries in what is left of the lease, a third of the
 		// interval apart at most: a hand-over's lease may be short.

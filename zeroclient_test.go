@@ -40,6 +40,12 @@ func TestAClientNotMadeByNewSaysToUseNew(t *testing.T) {
 		"Inspect":           func(c *redislock.Client) error { _, err := c.Inspect(ctx, "a"); return err },
 		"Break":             func(c *redislock.Client) error { _, err := c.Break(ctx, "a"); return err },
 		"Close":             func(c *redislock.Client) error { return c.Close(ctx) },
+		"List": func(c *redislock.Client) error {
+			for _, err := range c.List(ctx, "a") {
+				return err
+			}
+			return nil
+		},
 	}
 
 	t.Run("every exported method of Client is covered", func(t *testing.T) {

@@ -28,11 +28,14 @@
 --   kind      'lock', 'shared' (the key holds the shared marker, see
 --             shared_acquire.lua) or 'semaphore'; '' when not held
 --   limit     a semaphore's limit as its holders set it, '' when none
---   holders   for 'shared' and 'semaphore', the first 100 holders by lease
---             end, flat: metadata, lease left (ms), metadata, ...; never a
---             token. Empty otherwise.
+--   holders   every holder, flat: id, metadata, lease left (ms), id, ...;
+--             for 'shared' and 'semaphore' the first 100 by lease end, for
+--             'lock' the one (its lease left is pttl). The id is
+--             redis.sha1hex('holder:' .. token):sub(1, 16) (holderID in
+--             keys.go), never the token. Empty when not held.
 --   the error WRONGTYPE naming the key when one of the keys holds a value
---             of another type; any other error as Redis gave it
+--             of another type, or KEYS[1] a sorted set that is no
+--             semaphore's (see below); any other error as Redis gave it
 -- and, third, the lock key's value (false when there is none, and for a
 -- semaphore), for break.lua.
 local function read(what, command, key, ...)
@@ -46,15 +49,22 @@ local function read(what, command, key, ...)
   end
   return reply
 end
--- holders lists the live members of a sorted set of holders (tokens, with
--- their metadata after \31, scored by lease end): metadata and lease left.
+-- holder appends to list the holder whose value is value (its token, then
+-- any metadata after \31): its id, its metadata, and left.
+local function holder(list, value, left)
+  local at = string.find(value, '\31', 1, true)
+  list[#list + 1] = string.sub(redis.sha1hex('holder:' .. string.sub(value, 1, (at or 0) - 1)), 1, 16)
+  list[#list + 1] = at and string.sub(value, at + 1) or ''
+  list[#list + 1] = left
+  return list
+end
+-- holders lists the live members of a sorted set of holders (values as
+-- holder's, scored by lease end), the first to end first.
 local function holders(key, now)
   local list = {}
   local members = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
   for i = 1, #members, 2 do
-    local at = string.find(members[i], '\31', 1, true)
-    list[#list + 1] = at and string.sub(members[i], at + 1) or ''
-    list[#list + 1] = tonumber(members[i + 1]) - now
+    holder(list, members[i], tonumber(members[i + 1]) - now)
   end
   return list
 end
@@ -87,13 +97,23 @@ local function state()
   fence = fence or ''
   local free = {0, -2, '', fence, waiters, '', 0, '', '', {}}
   if semaphore then
+    local limit
+    limit, err = read('a semaphore limit', 'GET', KEYS[6])
+    if err then return nil, err end
+    -- A semaphore's holders set its limit, which lasts as long as they do.
+    -- Without it the sorted set is one only if its members are tokens
+    -- (base32; a waiter's: its Client's tag, '.', 'n', base32, see
+    -- waiterToken): another program's set is no lock, nor one to break.
+    if not limit then
+      local token = string.match(redis.call('ZRANGE', KEYS[1], 0, 0)[1], '^[^\31]*')
+      if not (string.match(token, '^[A-Z2-7]+$') or string.match(token, '^[A-Z2-7]+%.n[A-Z2-7]+$')) then
+        return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a zset that is not a semaphore (no limit, and members that are no tokens)')
+      end
+    end
     local count = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
     if count == 0 then
       return free, nil, false
     end
-    local limit
-    limit, err = read('a semaphore limit', 'GET', KEYS[6])
-    if err then return nil, err end
     return {1, redis.call('PTTL', KEYS[1]), '', fence, waiters, '', count, 'semaphore', limit or '', holders(KEYS[1], now)}, nil, false
   end
   if not value then
@@ -113,5 +133,9 @@ local function state()
   if at then
     metadata = string.sub(value, at + 1)
   end
-  return {1, redis.call('PTTL', KEYS[1]), metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}, nil, value
+  local pttl = redis.call('PTTL', KEYS[1])
+  if kind == 'lock' then
+    list = holder(list, value, pttl)
+  end
+  return {1, pttl, metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}, nil, value
 end

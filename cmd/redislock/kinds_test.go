@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -42,7 +44,7 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 		code, stdout, stderr := runCLI(t, environ, "status", "uploads")
 		require.Equal(t, 0, code, stderr)
 		require.Regexp(t, regexp.MustCompile(`^name:     uploads\nkey:      lock:\{uploads\}\nheld:     yes, a semaphore: 2 of 3 slots\nttl:      \S+\n`+
-			`holder:   host=web-\d \(lease \S+\)\nholder:   host=web-\d \(lease \S+\)\nfence:    none\nwaiters:  0\n$`), stdout)
+			`holder:   [0-9a-f]{16} host=web-\d \(lease \S+\)\nholder:   [0-9a-f]{16} host=web-\d \(lease \S+\)\nfence:    none\nwaiters:  0\n$`), stdout)
 		require.Contains(t, stdout, "host=web-1")
 		require.Contains(t, stdout, "host=web-2")
 
@@ -58,6 +60,7 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 			Holders  []struct {
 				Metadata string `json:"metadata"`
 				TTL      int64  `json:"ttl_ms"`
+				ID       string `json:"id"`
 			} `json:"holders"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(stdout), &st), stdout)
@@ -70,6 +73,7 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 		require.Len(t, st.Holders, 2)
 		for _, h := range st.Holders {
 			require.Regexp(t, `^host=web-\d$`, h.Metadata)
+			require.Regexp(t, `^[0-9a-f]{16}$`, h.ID)
 			require.Positive(t, h.TTL)
 			require.LessOrEqual(t, h.TTL, int64(5000))
 		}
@@ -100,11 +104,11 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 		code, stdout, stderr := runCLI(t, environ, "status", "prices")
 		require.Equal(t, 0, code, stderr)
 		require.Regexp(t, regexp.MustCompile(`^name:     prices\nkey:      lock:\{prices\}\nheld:     yes, shared by 4 holders\nttl:      \S+\n`+
-			`holder:   reader=0 \(lease \S+\)\nholder:   reader=1 \(lease \S+\)\nholder:   reader=2 \(lease \S+\)\nholder:   no metadata \(lease \S+\)\nfence:    none\nwaiters:  0\n$`), stdout)
+			`holder:   `+idOf(readers[0])+` reader=0 \(lease \S+\)\nholder:   `+idOf(readers[1])+` reader=1 \(lease \S+\)\nholder:   `+idOf(readers[2])+` reader=2 \(lease \S+\)\nholder:   `+idOf(readers[3])+` no metadata \(lease \S+\)\nfence:    none\nwaiters:  0\n$`), stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "prices")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"prices","key":"lock:\{prices\}","held":true,"ttl_ms":\d+,"metadata":null,"fence":null,"waiters":0,"kind":"shared","count":4,"limit":null,"holders":\[\{"metadata":"reader=0","ttl_ms":\d+\},\{"metadata":"reader=1","ttl_ms":\d+\},\{"metadata":"reader=2","ttl_ms":\d+\},\{"metadata":"","ttl_ms":\d+\}\]\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"prices","key":"lock:\{prices\}","held":true,"ttl_ms":\d+,"metadata":null,"fence":null,"waiters":0,"kind":"shared","count":4,"limit":null,"holders":\[\{"metadata":"reader=0","ttl_ms":\d+,"id":"`+idOf(readers[0])+`"\},\{"metadata":"reader=1","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"reader=2","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"","ttl_ms":\d+,"id":"[0-9a-f]{16}"\}\]\}\n$`, stdout)
 
 		code, stdout, stderr = runCLIWithInput(t, environ, "", "break", "--yes", "prices")
 		require.Equal(t, 0, code, stderr)
@@ -114,11 +118,11 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 		}
 	})
 
-	t.Run("an exclusive lock: as before, with its kind in JSON", func(t *testing.T) {
-		holdLock(t, rdb, "report", redislock.WithMetadata("host=a"))
+	t.Run("an exclusive lock: its kind, and its holder, in JSON", func(t *testing.T) {
+		l := holdLock(t, rdb, "report", redislock.WithMetadata("host=a"))
 		code, stdout, stderr := runCLI(t, environ, "status", "report", "--json")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"report","key":"lock:\{report\}","held":true,"ttl_ms":\d+,"metadata":"host=a","fence":null,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":null\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"report","key":"lock:\{report\}","held":true,"ttl_ms":\d+,"metadata":"host=a","fence":null,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"host=a","ttl_ms":\d+,"id":"`+idOf(l)+`"\}\]\}\n$`, stdout)
 		code, stdout, stderr = runCLI(t, environ, "status", "free", "--json")
 		require.Equal(t, 0, code, stderr)
 		require.Equal(t, `{"name":"free","key":"lock:{free}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null}`+"\n", stdout)
@@ -158,4 +162,11 @@ func TestAKeyThatIsNotALockExits65(t *testing.T) {
 		require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	}
 	require.True(t, keyExists(t, rdb, "lock:{profile}"), "left alone")
+}
+
+// idOf is the ID the library gives l's hold (HolderInfo.ID), computed here
+// on its own: 16 hex digits of SHA1("holder:" + token).
+func idOf(l *redislock.Lock) string {
+	sum := sha1.Sum([]byte("holder:" + l.Token()))
+	return hex.EncodeToString(sum[:8])
 }

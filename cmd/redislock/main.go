@@ -6,6 +6,7 @@
 //
 //	redislock run [flags] NAME -- COMMAND [ARGS...]
 //	redislock status [flags] NAME
+//	redislock ls [flags] [PREFIX]
 //	redislock break [flags] NAME
 //	redislock doctor [flags]
 //	redislock version
@@ -18,7 +19,8 @@
 // process group gets SIGTERM, then SIGKILL after --grace, and redislock exits
 // with 70. SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 sent to
 // redislock are forwarded to the command's process group, and redislock
-// exits only after the command has. status shows who holds a lock; break
+// exits only after the command has. status shows who holds a lock; ls
+// lists the locks held; break
 // ends a stuck one, for operators. doctor checks a Redis deployment for
 // locking (eviction policy, persistence, replication, latency, clock, the
 // user's rights) and prints one line per check.
@@ -76,10 +78,11 @@ const mainUsage = `redislock: run a command while holding a distributed lock on 
 Usage:
   redislock run [flags] NAME -- COMMAND [ARGS...]
   redislock status [flags] NAME
+  redislock ls [flags] [PREFIX]
   redislock break [flags] NAME
   redislock doctor [flags]
   redislock version
-  redislock help [run|status|break|doctor]
+  redislock help [run|status|ls|break|doctor]
 
 Flags go anywhere before --, also after NAME (status NAME --json); everything
 after -- is COMMAND's, flags included.
@@ -89,7 +92,8 @@ releases the lock when COMMAND exits, and exits with COMMAND's exit code.
 If another holder has NAME, COMMAND is not run (exit 75, see --wait).
 status shows whether NAME is held and by what (a lock, shared holders, a
 semaphore), its remaining TTL, each holder's metadata, its fence counter and
-its waiters. break ends NAME whatever its holder, for
+its waiters. ls lists the locks held, one line each (--watch redraws).
+break ends NAME whatever its holder, for
 operators, after asking (see --yes).
 doctor checks a Redis deployment for locking, one line per check.
 
@@ -110,14 +114,15 @@ Exit codes of run:
   128+N  COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM), or
          redislock got signal N while waiting for the lock
 status exits 0 (held or not), 64 on a usage error, 65 when NAME's key
-holds no lock, 69 when Redis fails.
+holds no lock, 69 when Redis fails. ls exits 0, 64 on a usage error, 69
+when Redis fails.
 break exits 0 (broken, or not held), 1 when not confirmed, 64 on a usage
 error, 65 when NAME's key holds no lock, 69 when Redis fails.
 doctor exits 0 when no check is broken, 1 when one is, 64 on a usage
 error, 69 when Redis cannot be reached.
 
-Run "redislock help run", "redislock help status", "redislock help break" or
-"redislock help doctor" for the flags.
+Run "redislock help run", "redislock help status", "redislock help ls",
+"redislock help break" or "redislock help doctor" for the flags.
 `
 
 func main() {
@@ -136,6 +141,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
+	case "ls":
+		return cmdLs(args[1:], stdout, stderr)
 	case "break":
 		return cmdBreak(args[1:], os.Stdin, stdout, stderr)
 	case "doctor":
@@ -156,6 +163,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 				return cmdRun([]string{"-h"}, stdout, stderr)
 			case "status":
 				return cmdStatus([]string{"-h"}, stdout, stderr)
+			case "ls":
+				return cmdLs([]string{"-h"}, stdout, stderr)
 			case "break":
 				return cmdBreak([]string{"-h"}, os.Stdin, stdout, stderr)
 			case "doctor":

@@ -629,7 +629,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr := runCLI(t, environ, "status", "held-job")
 		require.Equal(t, 0, code, stderr)
-		m := regexp.MustCompile(`^name:     held-job\nkey:      lock:\{held-job\}\nheld:     yes\nttl:      (\S+)\nholder:   none \(no metadata\)\nfence:    ` + strconv.FormatInt(held.Fence(), 10) + `\nwaiters:  0\n$`).FindStringSubmatch(stdout)
+		m := regexp.MustCompile(`^name:     held-job\nkey:      lock:\{held-job\}\nheld:     yes\nttl:      (\S+)\nholder:   ` + idOf(held) + ` no metadata \(lease \S+\)\nfence:    ` + strconv.FormatInt(held.Fence(), 10) + `\nwaiters:  0\n$`).FindStringSubmatch(stdout)
 		require.NotNil(t, m, stdout)
 		ttl, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
@@ -641,7 +641,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":null\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"","ttl_ms":\d+,"id":"`+idOf(held)+`"\}\]\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)

@@ -77,15 +77,16 @@ type lockStatus struct {
 	Count int `json:"count"`
 	// Limit is a semaphore's limit, nil for the other kinds.
 	Limit *int `json:"limit"`
-	// Holders are the shared holders or a semaphore's (at most 100), nil
-	// for an exclusive lock and when not held.
+	// Holders are every holder: an exclusive lock's one, the shared
+	// holders or a semaphore's (at most 100); nil when not held.
 	Holders []holderStatus `json:"holders"`
 }
 
 // holderStatus is one of lockStatus.Holders.
 type holderStatus struct {
 	Metadata  string `json:"metadata"`
-	TTLMillis int64  `json:"ttl_ms"`
+	TTLMillis int64  `json:"ttl_ms"` // -1: no expiry
+	ID        string `json:"id"`     // the library's HolderInfo.ID, as its log lines say holder=ID
 }
 
 // statusError is status --json's output when Redis fails.
@@ -182,17 +183,12 @@ func statusOf(info redislock.Info) lockStatus {
 		}
 		kind := info.Kind
 		st.TTLMillis, st.Kind = &ttl, &kind
+		st.Holders = holdersOf(info)
 		switch kind {
-		case "semaphore", "shared":
-			st.Holders = make([]holderStatus, len(info.Holders))
-			for i, h := range info.Holders {
-				st.Holders[i] = holderStatus{Metadata: h.Metadata, TTLMillis: h.TTL.Milliseconds()}
-			}
-			if kind == "semaphore" {
-				limit := info.Limit
-				st.Limit = &limit
-			}
-		default:
+		case "semaphore":
+			limit := info.Limit
+			st.Limit = &limit
+		case "lock":
 			st.Metadata = &info.Metadata
 		}
 	}
@@ -229,24 +225,7 @@ func (st lockStatus) text() string {
 	}
 	field("held", "%s", held)
 	field("ttl", "%s", ttl)
-	switch {
-	case !st.Held:
-		field("holder", "-")
-	case st.Metadata != nil && *st.Metadata == "":
-		field("holder", "none (no metadata)")
-	case st.Metadata != nil:
-		field("holder", "%s", *st.Metadata)
-	}
-	for _, h := range st.Holders {
-		metadata := h.Metadata
-		if metadata == "" {
-			metadata = "no metadata"
-		}
-		field("holder", "%s (lease %v)", metadata, time.Duration(h.TTLMillis)*time.Millisecond)
-	}
-	if more := st.Count - len(st.Holders); st.Holders != nil && more > 0 {
-		field("holder", "... and %d more", more)
-	}
+	st.holderLines(field)
 	fence := "none"
 	if st.Fence != nil {
 		fence = strconv.FormatInt(*st.Fence, 10)
@@ -254,6 +233,41 @@ func (st lockStatus) text() string {
 	field("fence", "%s", fence)
 	field("waiters", "%d", st.Waiters)
 	return b.String()
+}
+
+// holdersOf lists every holder of info, each with its ID.
+func holdersOf(info redislock.Info) []holderStatus {
+	var out []holderStatus
+	for _, h := range info.Holders {
+		ttl := int64(-1)
+		if h.TTL >= 0 {
+			ttl = h.TTL.Milliseconds()
+		}
+		out = append(out, holderStatus{Metadata: h.Metadata, TTLMillis: ttl, ID: h.ID})
+	}
+	return out
+}
+
+// holderLines writes one holder line per holder, the lease that ends first
+// first: "holder:   ID METADATA (lease 1.5s)"; "-" when not held.
+func (st lockStatus) holderLines(field func(name, format string, args ...any)) {
+	if !st.Held {
+		field("holder", "-")
+		return
+	}
+	for _, h := range st.Holders {
+		metadata, lease := h.Metadata, "no expiry"
+		if metadata == "" {
+			metadata = "no metadata"
+		}
+		if h.TTLMillis >= 0 {
+			lease = "lease " + (time.Duration(h.TTLMillis) * time.Millisecond).String()
+		}
+		field("holder", "%s %s (%s)", h.ID, metadata, lease)
+	}
+	if more := st.Count - len(st.Holders); more > 0 {
+		field("holder", "... and %d more", more)
+	}
 }
 
 // count writes n things, "1 holder" or "3 holders".

@@ -112,6 +112,7 @@ var (
 	transcriptHost     = regexp.MustCompile(`host=\S+`)
 	transcriptDuration = regexp.MustCompile(`\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
 	transcriptNumber   = regexp.MustCompile(`\d+`)
+	transcriptHolder   = regexp.MustCompile(`\b[0-9a-f]{16}\b`) // a holder's ID (a 16-digit fence too)
 )
 
 // maskTranscript masks what varies from run to run, and sorts.
@@ -120,6 +121,7 @@ func maskTranscript(lines []string) []string {
 	for i, line := range lines {
 		line = transcriptTime.ReplaceAllString(line, "time=T")
 		line = transcriptHost.ReplaceAllString(line, "host=H")
+		line = transcriptHolder.ReplaceAllString(line, "ID")
 		line = transcriptDuration.ReplaceAllString(line, "D")
 		out[i] = transcriptNumber.ReplaceAllString(line, "N")
 	}

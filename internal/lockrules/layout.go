@@ -29,6 +29,7 @@ package lockrules
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The suffixes after the lock key.
@@ -77,6 +78,22 @@ func WithExpiry(prefix, name string) (names string, keyLen int, err error) {
 		return "", 0, fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
 	}
 	return names, len(key), nil
+}
+
+// Name is Lock's inverse: the name of the lock whose key under prefix is
+// key, and false for every other key (a fence counter, a queue and each
+// other key above: all end in a suffix, and no suffix ends in '}'; a key
+// under another prefix; a name Lock refuses).
+func Name(prefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix+"{")
+	name, ok2 := strings.CutSuffix(rest, "}")
+	if !ok || !ok2 {
+		return "", false
+	}
+	if lock, err := Lock(prefix, name); err != nil || lock != key {
+		return "", false
+	}
+	return name, true
 }
 
 // Fence returns the fence counter's key of the lock key.

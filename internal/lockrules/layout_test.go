@@ -71,3 +71,29 @@ func TestTTLOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+func TestNameIsLocksInverse(t *testing.T) {
+	for _, prefix := range []string{"lock:", "", "a{b"} {
+		for _, name := range []string{"job", "a}b", "x}:fence", "*?[]\\", "{", "é"} {
+			key, err := lockrules.Lock(prefix, name)
+			if err != nil {
+				continue // a name Lock refuses has no key to find
+			}
+			if got, ok := lockrules.Name(prefix, key); !ok || got != name {
+				t.Errorf("Name(%q, %q) = %q, %v; want %q", prefix, key, got, ok, name)
+			}
+			// Every other key of the lock is no lock's key.
+			for _, other := range []string{lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key),
+				lockrules.Left(key, "0123456789abcdef"), lockrules.Shared(key), key + lockrules.LimitSuffix, lockrules.Released(key)} {
+				if got, ok := lockrules.Name(prefix, other); ok {
+					t.Errorf("Name(%q, %q) = %q, true: not a lock key", prefix, other, got)
+				}
+			}
+		}
+	}
+	for _, key := range []string{"lock:job", "lock:{}", "other:{job}", "lock:{}x}"} {
+		if got, ok := lockrules.Name("lock:", key); ok {
+			t.Errorf("Name(lock:, %q) = %q, true", key, got)
+		}
+	}
+}
