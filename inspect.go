@@ -40,6 +40,9 @@ type Info struct {
 	// Holders: the shared or semaphore holders, each with its metadata and
 	// lease left, the first to end first; at most 100 (Count says how many).
 	Holders []HolderInfo
+	// Queue: the callers queued on the server, first in line first, at
+	// most 100 (Waiters counts them all); nil on a quorum Client.
+	Queue []WaiterInfo
 	// Nodes: on a quorum Client, each node's view, in NewQuorum's order.
 	Nodes []NodeInfo
 }
@@ -48,6 +51,12 @@ type Info struct {
 type HolderInfo struct {
 	Metadata string        // see WithMetadata; "" when none
 	TTL      time.Duration // the holder's lease left
+}
+
+// WaiterInfo is a caller queued for a lock, in Info.Queue.
+type WaiterInfo struct {
+	Metadata string        // what the caller gave WithMetadata; "" when none
+	Waited   time.Duration // how long it has been in line
 }
 
 // NodeInfo is what one node of a quorum Client holds for a lock.
