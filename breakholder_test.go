@@ -158,6 +158,22 @@ func TestBreakHolder(t *testing.T) {
 			}
 			requireHeld(slot)
 			requireHeld(other)
+
+			// A slot whose lease ended (its score, a server time, has
+			// passed) is no running hold: its release tidies it away.
+			ended, err := c.AcquireSemaphore(ctx, "pool2", 2, redislock.WithWatchdog(false))
+			require.NoError(t, err)
+			member := b.rdb.ZRange(ctx, "lock:{pool2}", 0, -1).Val()
+			require.Len(t, member, 2)
+			for _, m := range member {
+				if strings.HasPrefix(m, ended.Token()) {
+					require.NoError(t, b.rdb.ZAddXX(ctx, "lock:{pool2}", redis.Z{Score: 1, Member: m}).Err())
+				}
+			}
+			_, err = operator.BreakHolder(ctx, "pool2", redislock.HolderID(ended))
+			require.ErrorIs(t, err, redislock.ErrNotHeld)
+			require.Equal(t, int64(1), b.rdb.ZCard(ctx, "lock:{pool2}").Val(), "tidied away; the other slot kept")
+			requireHeld(slot)
 			require.NoError(t, slot.Release(ctx))
 			require.NoError(t, other.Release(ctx))
 		})

@@ -40,6 +40,10 @@ func TestAClientNotMadeByNewSaysToUseNew(t *testing.T) {
 		"Inspect":           func(c *redislock.Client) error { _, err := c.Inspect(ctx, "a"); return err },
 		"Break":             func(c *redislock.Client) error { _, err := c.Break(ctx, "a"); return err },
 		"Close":             func(c *redislock.Client) error { return c.Close(ctx) },
+		"BreakHolder": func(c *redislock.Client) error {
+			_, err := c.BreakHolder(ctx, "a", "0123456789abcdef")
+			return err
+		},
 	}
 
 	t.Run("every exported method of Client is covered", func(t *testing.T) {

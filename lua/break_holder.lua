@@ -26,12 +26,11 @@ info[11] = 0
 local function ours(member)
   return string.sub(redis.sha1hex('holder:' .. string.match(member, '^[^\31]*')), 1, 16) == ARGV[1]
 end
--- find returns the member of the holders' sorted set whose lease runs and
--- that has the ID, or nil.
+-- find returns the member of the holders' sorted set that has the ID, or
+-- nil. One whose lease ended is found too: its kind's release then tidies
+-- it away and replies 0 (not a running hold), reading the clock itself.
 local function find(set)
-  local clock = redis.call('TIME')
-  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do
+  for _, member in ipairs(redis.call('ZRANGE', set, 0, -1)) do
     if ours(member) then
       return member
     end
@@ -45,6 +44,7 @@ if info[8] == 'semaphore' then
   elseif member then
     -- No limit key to keep for a waiter handed the slot: the slot is
     -- freed and announced, and the waiters take it at their attempt.
+    -- (state() saw a running lease; within one script it still runs.)
     released = redis.call('ZREM', KEYS[1], member)
     if ARGV[2] ~= '' then
       redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
