@@ -133,6 +133,43 @@ func TestBreakHolder(t *testing.T) {
 			require.NoError(t, got.Release(ctx))
 		})
 
+		t.Run("an election: the leader's term ends, the next campaigner leads", func(t *testing.T) {
+			campaign, stop := context.WithCancel(ctx)
+			defer stop()
+			terms := make(chan *redislock.Lock, 8) // never full: a term more than the test reads
+			ended := make(chan error, 8)
+			lead := func(ctx context.Context) error {
+				l, _ := redislock.LockFromContext(ctx)
+				terms <- l
+				<-ctx.Done()
+				ended <- context.Cause(ctx)
+				return nil
+			}
+			done := make(chan error, 2)
+			for _, pod := range []string{"pod-1", "pod-2"} {
+				go func() {
+					done <- redislock.New(b.rdb, quiet).Elect(campaign, "relay", lead, heldUntilBroken(pod)...)
+				}()
+			}
+			leader := <-terms
+			eventually(t, 10*time.Second, func() bool {
+				info, err := operator.Inspect(ctx, "relay")
+				return err == nil && info.Waiters == 1
+			}, "the other campaigner to queue")
+			info, err := operator.BreakHolder(ctx, "relay", redislock.HolderID(leader))
+			require.NoError(t, err)
+			require.Equal(t, leader.Metadata(), info.Metadata)
+			next := <-terms
+			require.NotEqual(t, leader.Metadata(), next.Metadata(), "the other pod leads")
+			var lost *redislock.LostError
+			require.ErrorAs(t, <-ended, &lost, "the old leader's term was lost")
+			require.Equal(t, redislock.Taken, lost.Reason)
+			stop()
+			for range 2 {
+				<-done
+			}
+		})
+
 		t.Run("a multi lock: that name only; its Lock is lost", func(t *testing.T) {
 			held, err := redislock.New(b.rdb, quiet).AcquireMulti(ctx, []string{"from", "to"}, heldUntilBroken("transfer")...)
 			require.NoError(t, err)
