@@ -182,6 +182,20 @@ func TestBreakHolder(t *testing.T) {
 			_ = held.Release(ctx) // lets go of "to"
 		})
 
+		t.Run("a semaphore whose limit key is gone: the slot is freed, the others kept", func(t *testing.T) {
+			c := redislock.New(b.rdb, quiet)
+			kept, err := c.AcquireSemaphore(ctx, "nolimit", 2, heldUntilBroken("kept")...)
+			require.NoError(t, err)
+			stuck, err := c.AcquireSemaphore(ctx, "nolimit", 2, heldUntilBroken("stuck")...)
+			require.NoError(t, err)
+			require.NoError(t, b.rdb.Del(ctx, "lock:{nolimit}:limit").Err())
+			_, err = operator.BreakHolder(ctx, "nolimit", redislock.HolderID(stuck))
+			require.NoError(t, err)
+			requireBroken(t, stuck, redislock.Expired)
+			requireHeld(kept)
+			require.NoError(t, kept.Release(ctx))
+		})
+
 		t.Run("an unknown ID is an error that says so; nothing changes", func(t *testing.T) {
 			c := redislock.New(b.rdb, quiet)
 			slot, err := c.AcquireSemaphore(ctx, "pool2", 2, heldUntilBroken("kept")...)
