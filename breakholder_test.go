@@ -16,7 +16,8 @@ import (
 )
 
 // requireBroken waits for l's next extension (every 100 ms, see
-// heldUntilBroken) to find it lost, for reason.
+// heldUntilBroken) to find it lost, for reason: 10 s is a hundred
+// extension intervals, beyond any stall of a loaded machine.
 func requireBroken(t *testing.T, l *redislock.Lock, reason redislock.LostReason) *redislock.LostError {
 	t.Helper()
 	waitDone(t, l.Context(), 10*time.Second)
@@ -41,7 +42,8 @@ func TestBreakHolder(t *testing.T) {
 		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		// wait starts acquire on a Client of its own that waits, and
-		// returns once it is in line.
+		// returns once it is in line (one round trip: 10 s only bounds a
+		// hang on a loaded machine).
 		wait := func(name string, acquire func(c *redislock.Client) (*redislock.Lock, error)) chan *redislock.Lock {
 			got := make(chan *redislock.Lock, 1)
 			go func() {
@@ -152,6 +154,7 @@ func TestBreakHolder(t *testing.T) {
 				}()
 			}
 			leader := <-terms
+			// The other pod's campaign queues in one round trip.
 			eventually(t, 10*time.Second, func() bool {
 				info, err := operator.Inspect(ctx, "relay")
 				return err == nil && info.Waiters == 1

@@ -100,7 +100,8 @@ func TestInspectListsTheWaitersInLine(t *testing.T) {
 				}
 			}
 			// It grows with the server's clock: wait until that clock has
-			// moved 5 ms past a reading taken after the first Inspect.
+			// moved 5 ms past a reading taken after the first Inspect (the
+			// clock moves whatever the load; 5 s only bounds a hang).
 			after := serverNow(t, b.rdb)
 			eventually(t, 5*time.Second, func() bool { return serverNow(t, b.rdb).Sub(after) >= 5*time.Millisecond }, "the server's clock to move")
 			again, err := operator.Inspect(ctx, "job")
@@ -110,6 +111,8 @@ func TestInspectListsTheWaitersInLine(t *testing.T) {
 		})
 
 		t.Run("a waiter that leaves drops out of the queue", func(t *testing.T) {
+			// It gives its place back as it returns (in the background on
+			// a stalled link): 10 s bounds a hang, polling ends at once.
 			leave()
 			require.Nil(t, <-first)
 			eventually(t, 10*time.Second, func() bool {
