@@ -67,9 +67,9 @@ func (q *quorumStore) breakLock(ctx context.Context, key string) (Info, bool, er
 // take a lock, as for Break.
 //
 // It acts as that holder's own release would, in one script: a lock or a
-// slot goes to the first waiter queued for it that can take it (the last
-// shared holder's lock, to the next writer), else it is deleted, and
-// announced as a release is. The holder is not stopped: it learns at its
+// slot goes to the first waiter queued for it that can take it (also the
+// lock the last shared holder lets go), else it is deleted, and announced as
+// a release is. The holder is not stopped: it learns at its
 // next extension (reason Expired for a share or a slot, Taken when the lock
 // went to a waiter, as Break reports). For a multi lock (AcquireMulti) the
 // ID names its hold of every name, and BreakHolder ends that hold of name
