@@ -3,6 +3,10 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Break ends the lock called name whatever its token, for operators: a
@@ -55,3 +59,70 @@ func (q *quorumStore) breakLock(ctx context.Context, key string) (Info, bool, er
 	})
 	return info, false, err
 }
+
+// BreakHolder ends one hold of the lock called name, the one whose ID is id
+// (HolderInfo.ID, as Inspect and the log lines give it), for operators: one
+// stuck semaphore holder or shared holder, while the others keep theirs, or
+// a stuck exclusive lock (Acquire, Elect). Applications must not call it to
+// take a lock, as for Break.
+//
+// It acts as that holder's own release would, in one script: a lock or a
+// slot goes to the first waiter queued for it that can take it (also the
+// lock the last shared holder lets go), else it is deleted, and announced as
+// a release is. The holder is not stopped: it learns at its
+// next extension (reason Expired for a share or a slot, Taken when the lock
+// went to a waiter, as Break reports). For a multi lock (AcquireMulti) the
+// ID names its hold of every name, and BreakHolder ends that hold of name
+// only: its Lock is lost at its next extension, and its other names are
+// freed when it lets go, or at the end of their lease.
+//
+// It returns what the lock held just before, and logs the break at Warn
+// (the ID, never the token). On a quorum Client it breaks the hold on every
+// node that has it (Info.Nodes), without announcing.
+//
+// Errors: ErrInvalidArgument for a nil ctx, a name Acquire would refuse, or
+// an id that is not 16 lowercase hex digits (nothing sent); ErrNotHeld
+// (with the Info) when no running hold of name has the ID; else Inspect's.
+func (c *Client) BreakHolder(ctx context.Context, name, id string) (Info, error) {
+	key, err := c.lockKey(ctx, name)
+	if err != nil {
+		return Info{}, err
+	}
+	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+		return Info{}, invalidf("holder ID %q is not 16 lowercase hex digits (see HolderInfo.ID)", id)
+	}
+	info, found, err := c.store.breakHolder(ctx, key, id)
+	info.Name, info.Key = name, key
+	switch {
+	case err != nil:
+		return info, fmt.Errorf("redislock: break holder %s of %q: %w", id, name, err)
+	case !found:
+		return info, fmt.Errorf("redislock: break holder %s of %q: no running hold has this ID: %w", id, name, ErrNotHeld)
+	}
+	c.opts.log().Warn("redislock: holder broken", "name", name, "holder", id, "kind", info.Kind,
+		"holders", info.Count, "fence", info.Fence, "waiters", info.Waiters)
+	return info, nil
+}
+
+func (s singleStore) breakHolder(ctx context.Context, key, id string) (Info, bool, error) {
+	info, _, found, err := parseState(breakHolderScript.Run(ctx, s.rdb, stateKeys(key), id, s.publishCommand(), handoffClaimMs))
+	return info, found, err
+}
+
+func (q *quorumStore) breakHolder(ctx context.Context, key, id string) (Info, bool, error) {
+	var found atomic.Bool
+	info, err := q.gather(ctx, "break holder", func(ctx context.Context, n quorumNode) (Info, string, error) {
+		// No announcement: a quorum's waiters do not listen (see NewQuorum).
+		info, holder, ended, err := parseState(breakHolderScript.Run(ctx, n.rdb, stateKeys(key), id, "", handoffClaimMs))
+		if ended {
+			found.Store(true)
+		}
+		return info, holder, err
+	})
+	return info, found.Load(), err
+}
+
+// breakHolderScript is lua/break_holder.lua, which runs the release scripts
+// of every kind as functions (see asFunction).
+var breakHolderScript = redis.NewScript(lua("state", "handover") + asFunction("releaseLock", "release") +
+	asFunction("releaseShare", "shared_release") + asFunction("releaseSlot", "semaphore_release") + lua("break_holder"))

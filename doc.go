@@ -21,7 +21,8 @@
 // [Client.Close]. [Lock.Valid] reads the safe deadline at the call, right
 // before an irreversible write. [WithMetadata] stores a description of the
 // holder with the lock, [Client.Inspect] reads any lock's state without
-// its token, and [Client.Break] ends a stuck lock, for operators.
+// its token (its waiters too), and [Client.Break] ends a stuck lock, for
+// operators, or [Client.BreakHolder] one stuck holder of it.
 //
 // Besides the exclusive lock: [Client.AcquireShared] takes a reader's hold
 // (writers are not starved), [Client.AcquireSemaphore] lets at most a limit

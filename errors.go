@@ -17,7 +17,8 @@ var (
 	ErrNotAcquired = errors.New("redislock: not acquired")
 
 	// ErrNotHeld is returned by Release, Extend and TTL on a lock that is no
-	// longer ours: already released, expired, or taken by another holder.
+	// longer ours: already released, expired, or taken by another holder;
+	// and by Client.BreakHolder when no running hold has the ID given.
 	ErrNotHeld = errors.New("redislock: lock not held")
 
 	// ErrLockLost matches every *LostError: the lock was lost while held.

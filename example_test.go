@@ -471,3 +471,50 @@ func ExampleClient_List() {
 	// report:daily lock host=web-1 holder ID is 16 hex digits: true
 	// [report:daily uploads]
 }
+
+// Three calls to a partner API may be in flight at once; one of them hangs.
+// An operator ends that one hold only: the others keep their slots, and the
+// freed one goes to the next caller.
+func ExampleClient_BreakHolder() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	locker := redislock.New(rdb, redislock.WithLogger(slog.New(slog.DiscardHandler)))
+	var calls []*redislock.Lock
+	for _, job := range []string{"job=1", "job=2", "job=3"} {
+		call, err := locker.AcquireSemaphore(ctx, "partner-api", 3, redislock.WithMetadata(job))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		calls = append(calls, call)
+	}
+
+	// The stuck hold's ID, as Inspect (HolderInfo.ID) and "redislock
+	// status" show it: here, the call with job=2.
+	var stuck string
+	held, _ := locker.Inspect(ctx, "partner-api")
+	for _, h := range held.Holders {
+		if h.Metadata == "job=2" {
+			stuck = h.ID
+		}
+	}
+	before, err := locker.BreakHolder(ctx, "partner-api", stuck)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	after, _ := locker.Inspect(ctx, "partner-api")
+	fmt.Printf("slots held: %d, then %d\n", before.Count, after.Count)
+	// The stuck call is told at its next extension; asked now, Redis says so.
+	fmt.Println("stuck call's release:", errors.Is(calls[1].Release(ctx), redislock.ErrNotHeld))
+	_, err = locker.AcquireSemaphore(ctx, "partner-api", 3)
+	fmt.Println("a new call gets the freed slot:", err == nil)
+	_, err = locker.BreakHolder(ctx, "partner-api", stuck)
+	fmt.Println("again:", errors.Is(err, redislock.ErrNotHeld))
+	// Output:
+	// slots held: 3, then 2
+	// stuck call's release: true
+	// a new call gets the freed slot: true
+	// again: true
+}

@@ -64,3 +64,7 @@ func (j *janitor) pending() int {
 	}
 	return n
 }
+
+// HolderID is the ID of l's hold (HolderInfo.ID, see holderID), for the
+// tests of Client.BreakHolder.
+func HolderID(l *Lock) string { return holderID(l.h.token()) }

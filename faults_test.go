@@ -824,7 +824,7 @@ func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
 		// The server's clock is read only for the waiters' queue (their
 		// order and when a waiter's place lapses), which decides who is
 		// handed the lock next (also by Break) and which waiters Inspect
-		// counts, never how long anybody holds it; and it is compared only
+		// counts and how long they waited, never how long anybody holds it; and it is compared only
 		// with itself. Semaphores are the exception: a holder's lease is
 		// its score in the holders' set, the server's TIME plus the TTL,
 		// compared only with the server's TIME, the same wall clock Redis
@@ -832,7 +832,7 @@ func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
 		// semaphore's leases exactly as it moves a lock's TTL. Shared
 		// holds keep their leases the same way (their set's scores).
 		if strings.Contains(code, "'TIME'") {
-			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua", "handover.lua", "multi_acquire.lua",
+			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua", "inspect.lua", "handover.lua", "multi_acquire.lua",
 				"semaphore_acquire.lua", "semaphore_extend.lua", "semaphore_release.lua", "semaphore_pttl.lua",
 				"shared_acquire.lua", "shared_extend.lua", "shared_release.lua", "shared_pttl.lua"}, filepath.Base(file), "%s reads the server's clock", file)
 			require.True(t, strings.Contains(code, "'ZADD'") || strings.Contains(code, "'ZSCORE'") || strings.Contains(code, "'ZCOUNT'"),

@@ -54,7 +54,7 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 			"extend":  ":1\r\n",
 			"release": ":1\r\n",
 			"pttl":    ":30000\r\n",
-			"inspect": "*10\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n$0\r\n\r\n*0\r\n",
+			"inspect": "*11\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n$0\r\n\r\n*0\r\n*0\r\n",
 			"break":   "*11\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n$0\r\n\r\n*0\r\n:0\r\n",
 		},
 		argv:  map[string][]string{},
@@ -377,12 +377,17 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 	c := redislock.New(rdb, quiet)
 
 	word := func(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
-	// state is a reply of lua/state.lua: held, pttl, metadata, fence,
-	// waiters, holder, count, kind, limit, then holders (raw RESP).
-	state := func(held, pttl, metadata, fence, waiters, holder, count, kind, limit, holders string) string {
-		return "*10\r\n" + held + pttl + metadata + fence + waiters + holder + count + kind + limit + holders
-	}
+	// state is a reply of lua/inspect.lua: lua/state.lua's (held, pttl,
+	// metadata, fence, waiters, holder, count, kind, limit, then holders),
+	// then an empty queue (raw RESP).
 	none := "*0\r\n"
+	state := func(held, pttl, metadata, fence, waiters, holder, count, kind, limit, holders string) string {
+		return "*11\r\n" + held + pttl + metadata + fence + waiters + holder + count + kind + limit + holders + none
+	}
+	// queued is a free lock's reply with the queue queue.
+	queued := func(queue string) string {
+		return strings.TrimSuffix(state(":0\r\n", ":-2\r\n", word(""), word(""), ":2\r\n", word(""), ":0\r\n", word(""), word(""), none), none) + queue
+	}
 	// holder is one holder in the holders list: ID, metadata, lease left.
 	holder := func(id, metadata, left string) string { return word(id) + word(metadata) + left }
 	const id = "0123456789abcdef"
@@ -409,6 +414,11 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Held: true, TTL: 1500 * time.Millisecond,
 			Kind: "semaphore", Count: 101, Limit: 200, Holders: []redislock.HolderInfo{{ID: id, Metadata: "host=b", TTL: 900 * time.Millisecond}}}, info)
+		f.answer("inspect", queued("*4\r\n"+word("w=a")+":1500000\r\n"+word("")+":20\r\n"))
+		info, err = c.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, redislock.Info{Name: "job", Key: "lock:{job}", Waiters: 2,
+			Queue: []redislock.WaiterInfo{{Metadata: "w=a", Waited: 1500 * time.Millisecond}, {Waited: 20 * time.Microsecond}}}, info)
 		_, err = c.Break(ctx, "job")
 		require.NoError(t, err)
 	})
@@ -445,6 +455,12 @@ func TestInspectAndBreakTurnEveryGarbageReplyIntoAnError(t *testing.T) {
 		garbage{"a holder's ID as a number", held(":1\r\n", "shared", "", "*3\r\n:5\r\n"+word("")+":5\r\n")},
 		garbage{"holders as a word", held(":1\r\n", "shared", "", word("x"))},
 		garbage{"an array of seven (before the kinds)", "*7\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n"},
+		garbage{"a waiter without its wait", queued("*1\r\n" + word("w=a"))},
+		garbage{"a waiter's negative wait", queued("*2\r\n" + word("w=a") + ":-1\r\n")},
+		garbage{"a waiter's wait as a word", queued("*2\r\n" + word("w=a") + word("5"))},
+		garbage{"a waiter's metadata as a number", queued("*2\r\n:1\r\n:5\r\n")},
+		garbage{"more than 100 waiters", queued("*202\r\n" + strings.Repeat(word("")+":5\r\n", 101))},
+		garbage{"the queue as a word", queued(word("x"))},
 		garbage{"an array of twelve", "*12\r\n:1\r\n:1500\r\n" + word("") + word("") + ":0\r\n" + word("ab") + ":0\r\n" + word("lock") + word("") + none + ":0\r\n:0\r\n"},
 	)
 	for _, g := range cases {

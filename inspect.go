@@ -264,7 +264,7 @@ func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []In
 	}
 	infos, holders, errs = make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
 	for i, reply := range s.runGroups(ctx, inspectSource, cmds, len(cmds)) {
-		infos[i], holders[i], _, errs[i] = parseState(reply)
+		infos[i], holders[i], errs[i] = parseInspect(reply)
 	}
 	return infos, holders, errs
 }
@@ -327,12 +327,51 @@ const (
 )
 
 func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
-	info, _, _, err := parseState(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
+	info, _, err := parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
 	return info, err
 }
 
+// parseInspect reads lua/inspect.lua's reply: lua/state.lua's (parseState),
+// then the queue as its last element (parseQueue).
+func parseInspect(cmd *redis.Cmd) (Info, string, error) {
+	var queue []any
+	if reply, ok := cmd.Val().([]any); ok && cmd.Err() == nil {
+		if len(reply) == 11 {
+			queue, ok = reply[10].([]any)
+		}
+		if !ok || len(reply) != 11 {
+			return Info{}, "", fmt.Errorf("unexpected reply %v from the inspect script", reply)
+		}
+		cmd.SetVal(reply[:10])
+	}
+	info, holder, _, err := parseState(cmd)
+	if err == nil {
+		info.Queue, err = parseQueue(queue)
+	}
+	return info, holder, err
+}
+
+// parseQueue reads inspect.lua's queue: metadata, waited (µs), ... for at
+// most 100 waiters.
+func parseQueue(flat []any) ([]WaiterInfo, error) {
+	if len(flat)%2 != 0 || len(flat) > 200 {
+		return nil, fmt.Errorf("unexpected queue %v from the inspect script", flat)
+	}
+	var queue []WaiterInfo
+	for i := 0; i < len(flat); i += 2 {
+		metadata, ok := flat[i].(string)
+		waited, ok2 := flat[i+1].(int64)
+		if !ok || !ok2 || waited < 0 {
+			return nil, fmt.Errorf("unexpected queue %v from the inspect script", flat)
+		}
+		queue = append(queue, WaiterInfo{Metadata: metadata, Waited: time.Duration(waited) * time.Microsecond})
+	}
+	return queue, nil
+}
+
 // parseState reads lua/state.lua's reply: the Info, the holder's digest, and
-// break's eleventh element (handed to a waiter).
+// the break scripts' eleventh element (break.lua: handed to a waiter;
+// break_holder.lua: the hold was found and released).
 func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err error) {
 	val, err := cmd.Result()
 	if err != nil {
@@ -445,8 +484,7 @@ func leaseLeft(millis int64) time.Duration {
 
 func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
 	return q.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
-		info, holder, _, err := parseState(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
-		return info, holder, err
+		return parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
 	})
 }
 

@@ -206,16 +206,16 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 }
 
 // docs/security.md's line for Inspect and Break is enough: on top of the
-// minimal ACL, +zcard +zcount +type for an exclusive lock, and
-// +zrangebyscore for the holders of a semaphore or of a lock held shared
-// (which their own users have, see semaphoreACLCommands); Break also
-// +zrange +zrem +zscore and +publish.
+// minimal ACL, +zcard +zcount +zrange +zscore +type for an exclusive lock,
+// and +zrangebyscore for the holders of a semaphore or of a lock held shared
+// (which their own users have, see semaphoreACLCommands); Break and
+// BreakHolder also +zrem and +publish.
 func TestInspectAndBreakACL(t *testing.T) {
 	server := redistest.Start(t)
 	admin := newRedisClient(t, server.Addr())
 	ctx := context.Background()
-	inspect := []string{"+zcard", "+zcount", "+type"}
-	breaking := []string{"+zrange", "+zrem", "+zscore", "+publish"}
+	inspect := []string{"+zcard", "+zcount", "+zrange", "+zscore", "+type"}
+	breaking := []string{"+zrem", "+publish"}
 	rules := func(extra ...string) []string {
 		return append(append(append([]string{"~lock:*", "resetchannels", "&lock:*"}, minimalACLCommands...), inspect...), extra...)
 	}
@@ -246,6 +246,18 @@ func TestInspectAndBreakACL(t *testing.T) {
 		require.Equal(t, kind, info.Kind)
 	}
 	for _, held := range []*redislock.Lock{l, s, r} {
+		require.ErrorIs(t, held.Release(ctx), redislock.ErrNotHeld)
+	}
+	// BreakHolder needs no more than Break.
+	l, err = holders.Acquire(ctx, "acl-lock")
+	require.NoError(t, err)
+	s, err = holders.AcquireSemaphore(ctx, "acl-sem", 2)
+	require.NoError(t, err)
+	r, err = holders.AcquireShared(ctx, "acl-shared")
+	require.NoError(t, err)
+	for name, held := range map[string]*redislock.Lock{"acl-lock": l, "acl-sem": s, "acl-shared": r} {
+		_, err := operator.BreakHolder(ctx, name, redislock.HolderID(held))
+		require.NoError(t, err, name)
 		require.ErrorIs(t, held.Release(ctx), redislock.ErrNotHeld)
 	}
 }

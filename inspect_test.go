@@ -325,7 +325,8 @@ func TestQuorumInspectAndBreak(t *testing.T) {
 
 // inspectAndBreakOn runs Inspect and Break on a deployment (a cluster, a
 // Sentinel set): a fenced holder with metadata and a queued waiter from
-// another Client; Break hands the lock to the waiter.
+// another Client, listed in Info.Queue; Break (or BreakHolder) hands the
+// lock to the waiter.
 func inspectAndBreakOn(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	c := redislock.New(rdb, quiet, redislock.WithFencing())
@@ -345,8 +346,16 @@ func inspectAndBreakOn(t *testing.T, rdb redis.UniversalClient) {
 		require.Equal(t, "host="+name, info.Metadata)
 		require.Equal(t, held.Fence(), info.Fence)
 		require.Positive(t, info.TTL)
+		require.Len(t, info.Queue, 1)
+		require.Equal(t, "host=next", info.Queue[0].Metadata)
 
-		broken, err := c.Break(ctx, name)
+		breakIt := c.Break
+		if name == "inspect-b" { // one hold, by its ID: the same release
+			breakIt = func(ctx context.Context, name string) (redislock.Info, error) {
+				return c.BreakHolder(ctx, name, redislock.HolderID(held))
+			}
+		}
+		broken, err := breakIt(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, "host="+name, broken.Metadata)
 		next := done()[0]

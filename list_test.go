@@ -532,7 +532,7 @@ func TestListACL(t *testing.T) {
 	l, err := redislock.New(admin, quiet).AcquireSemaphore(ctx, "acl-sem", 2)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Release(ctx)) }()
-	rules := append([]string{"~lock:*", "resetchannels", "&lock:*", "+zcard", "+zcount", "+type", "+zrangebyscore"}, minimalACLCommands...)
+	rules := append([]string{"~lock:*", "resetchannels", "&lock:*", "+zcard", "+zcount", "+zrange", "+zscore", "+type", "+zrangebyscore"}, minimalACLCommands...)
 
 	_, errs := listed(t, redislock.New(setACLUser(t, admin, "lister", rules...), quiet), "")
 	require.Len(t, errs, 1, "without +scan")

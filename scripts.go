@@ -26,6 +26,13 @@ func lua(names ...string) string {
 	return string(src)
 }
 
+// asFunction returns the named script as a Lua function of its KEYS and
+// ARGV, for a script that runs it with keys and arguments of its own
+// (break_holder.lua runs the release scripts so).
+func asFunction(function, name string) string {
+	return "local function " + function + "(KEYS, ARGV)\n" + lua(name) + "\nend\n"
+}
+
 var (
 	acquireSource       = lua("acquire")
 	releaseSource       = lua("handover", "release")

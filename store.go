@@ -37,6 +37,10 @@ type store interface {
 	// breakLock ends the lock at key whatever its token, as a release would
 	// (lua/break.lua), returning what it held and whether a waiter got it.
 	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
+	// breakHolder ends the hold of the lock at key whose ID is id as its
+	// own release would (lua/break_holder.lua), returning what the lock held
+	// and whether a running hold had the ID.
+	breakHolder(ctx context.Context, key, id string) (info Info, found bool, err error)
 	// serves refuses the kinds this store cannot hold, saying why.
 	serves(k lockKind) error
 	// idle: closed once none of the store's commands is under way (nil: none can be).

@@ -46,6 +46,10 @@ func TestAClientNotMadeByNewSaysToUseNew(t *testing.T) {
 			}
 			return nil
 		},
+		"BreakHolder": func(c *redislock.Client) error {
+			_, err := c.BreakHolder(ctx, "a", "0123456789abcdef")
+			return err
+		},
 	}
 
 	t.Run("every exported method of Client is covered", func(t *testing.T) {

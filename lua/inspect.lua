@@ -1,7 +1,42 @@
 -- inspect: a lock's state for Client.Inspect; it writes nothing. The
 -- function state comes first (see state.lua for KEYS and the reply).
+-- Returns  state()'s reply, then the queue: the first 100 waiters in line
+--          whose place has not lapsed, first in line first, flat:
+--          metadata (what follows \31 in the waiter's token, '' when
+--          none), then how long it has been in line (µs, server TIME
+--          minus its arrival), metadata, ... A multi waiter's watcher
+--          ('~', see handover.lua) is no waiter and is left out, as are
+--          lapsed places; never a token.
 local info, err = state()
 if err then
   return err
 end
+-- The walk goes a page at a time, in arrival order, until it has 100 or
+-- the queue ends: the places that lapsed (or watchers) before them are
+-- skipped, not counted.
+local clock = redis.call('TIME')
+local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local now = math.floor(micros / 1000)
+local queue, from = {}, 0
+repeat
+  local page = redis.call('ZRANGE', KEYS[3], from, from + 99, 'WITHSCORES')
+  for i = 1, #page, 2 do
+    if #queue == 200 then
+      break
+    end
+    local member = page[i]
+    local lapses = string.sub(member, 1, 1) ~= '~' and tonumber(redis.call('ZSCORE', KEYS[4], member))
+    if lapses and lapses > now then
+      local arrival = tonumber(page[i + 1])
+      if arrival < 1e14 then
+        arrival = arrival * 1000 -- a waiter of a version that scored in ms
+      end
+      local at = string.find(member, '\31', 1, true)
+      queue[#queue + 1] = at and string.sub(member, at + 1) or ''
+      queue[#queue + 1] = math.max(micros - arrival, 0)
+    end
+  end
+  from = from + 100
+until #page < 200 or #queue >= 200
+info[#info + 1] = queue
 return info

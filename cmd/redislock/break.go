@@ -23,19 +23,25 @@ stuck and cannot be stopped otherwise. It prints the lock's status (see
 "redislock status": the holder's metadata says which process it is), asks
 for confirmation on stdin unless --yes, then breaks it: the lock goes to the
 first waiter queued for it, as the holder's release would hand it on, or is
-deleted when nobody waits. Shared holders lose every share at once, and a
-semaphore every slot (its waiters then take them). What it broke is logged
-on stderr.
+deleted when nobody waits. What it broke is logged on stderr.
+
+With --holder ID it ends that one hold only (IDs are in "redislock status"):
+one semaphore slot or one shared hold, while the others keep theirs, or an
+exclusive lock; the hold goes on as its own release would (the slot or lock
+to the next waiter). Shared holders and a semaphore are otherwise broken
+whole, every share or slot at once: then it prints what that risks and
+breaks only with --yes (it does not ask).
 
 The holder is not stopped: it learns at its next extension (within a third
 of its TTL with the defaults) that the lock is lost ("redislock run" then
 sends SIGTERM to its command and exits 70). Until then two holders may
-work at once; fencing tokens keep the old one's writes out, since its fence
-is below the next holder's.
+work at once (a semaphore's limit may be exceeded); fencing tokens keep the
+old one's writes out, since its fence is below the next holder's.
 
 Exits 0 when the lock was broken or was not held, 1 when the confirmation
-was not given, 64 on a usage error, 65 when the key holds something that is
-not a lock (it is left alone), 69 when Redis fails.
+was not given (or --yes, for a whole semaphore or shared lock) or no running
+hold has the --holder ID, 64 on a usage error, 65 when the key holds
+something that is not a lock (it is left alone), 69 when Redis fails.
 
 Flags:
 `
@@ -47,12 +53,14 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		conn    redisFlags
 		yes     bool
+		holder  string
 		timeout time.Duration
 	)
 	flags := flag.NewFlagSet("redislock break", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	conn.register(flags)
 	flags.BoolVar(&yes, "yes", false, "break without asking for confirmation")
+	flags.StringVar(&holder, "holder", "", "break only the hold with this `ID` (see status)")
 	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
 	names, rest, _, err := parseArgs(flags, args)
 	if err != nil {
@@ -72,6 +80,9 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := names[0]
 	if _, err := lockKey(conn.prefix, name); err != nil {
 		return usageError(stderr, "break: %v", err)
+	}
+	if holder != "" && (len(holder) != 16 || strings.Trim(holder, "0123456789abcdef") != "") {
+		return usageError(stderr, "break: --holder %q is no holder ID (16 lowercase hex digits, as status shows them)", holder)
 	}
 	rdb, err := conn.connect()
 	if err != nil {
@@ -93,11 +104,23 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%q is not held: nothing to break\n", name)
 		return 0
 	}
-	if !yes && !confirm(stdin, stderr, name, info.Count) {
+	if holder != "" {
+		return breakHolder(locker, stdin, stdout, stderr, name, holder, yes, timeout)
+	}
+	if wholeRisk(stderr, info) && !yes {
+		fmt.Fprintf(stderr, "redislock: %q not broken (--yes breaks it)\n", name)
+		return exitDeclined
+	}
+	if !yes && !confirm(stdin, stderr, fmt.Sprintf("%q", name), info.Count) {
 		fmt.Fprintf(stderr, "redislock: %q not broken\n", name)
 		return exitDeclined
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	return breakWhole(locker, stdout, stderr, name, timeout)
+}
+
+// breakWhole breaks name, every holder of it, and says what it broke.
+func breakWhole(locker *redislock.Client, stdout, stderr io.Writer, name string, timeout time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	broken, err := locker.Break(ctx, name) // logs what it broke at Warn
 	cancel()
 	if err != nil {
@@ -120,14 +143,53 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// confirm asks on stderr whether to break name, held by holders, and reads
-// the answer from stdin: "y" or "yes", in any case, confirms.
-func confirm(stdin io.Reader, stderr io.Writer, name string, holders int) bool {
+// wholeRisk says on stderr what breaking a whole semaphore or shared lock
+// risks, and whether it does (not for an exclusive lock).
+func wholeRisk(stderr io.Writer, info redislock.Info) bool {
+	switch info.Kind {
+	case "semaphore":
+		fmt.Fprintf(stderr, "redislock: breaking %q ends all %s at once, but each keeps working until its next extension: meanwhile up to %d more than its limit may work. Break one stuck holder with --holder ID.\n",
+			info.Name, count(info.Count, "slot"), info.Count)
+	case "shared":
+		fmt.Fprintf(stderr, "redislock: breaking %q ends all %s at once, but each keeps working until its next extension: meanwhile a writer may work while they still read. Break one stuck holder with --holder ID.\n",
+			info.Name, count(info.Count, "share"))
+	default:
+		return false
+	}
+	return true
+}
+
+// breakHolder is break --holder: it ends the hold whose ID is id, after
+// asking unless yes.
+func breakHolder(locker *redislock.Client, stdin io.Reader, stdout, stderr io.Writer, name, id string, yes bool, timeout time.Duration) int {
+	if !yes && !confirm(stdin, stderr, fmt.Sprintf("holder %s of %q", id, name), 1) {
+		fmt.Fprintf(stderr, "redislock: holder %s of %q not broken\n", id, name)
+		return exitDeclined
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	broken, err := locker.BreakHolder(ctx, name, id) // logs what it broke at Warn
+	cancel()
+	switch {
+	case errors.Is(err, redislock.ErrNotHeld):
+		fmt.Fprintf(stderr, "redislock: no running hold of %q has the ID %s (released meanwhile, or another ID): nothing broken\n", name, id)
+		return exitDeclined
+	case err != nil:
+		fmt.Fprintf(stderr, "redislock: break holder %s of %q: %s\n", id, name, libraryCause(err, "break holder "+id+" of", name))
+		return inspectFailure(err)
+	}
+	fmt.Fprintf(stdout, "broke holder %s of %q (%s, %s)\n", id, name, broken.Kind, count(broken.Count, "holder"))
+	return 0
+}
+
+// confirm asks on stderr whether to break what (a quoted name, or a holder
+// of one), held by holders, and reads the answer from stdin: "y" or "yes",
+// in any case, confirms.
+func confirm(stdin io.Reader, stderr io.Writer, what string, holders int) bool {
 	keeps := "Its holder keeps running until its next extension."
 	if holders > 1 {
 		keeps = fmt.Sprintf("Its %d holders keep running until their next extension.", holders)
 	}
-	fmt.Fprintf(stderr, "Break %q? %s [y/N] ", name, keeps)
+	fmt.Fprintf(stderr, "Break %s? %s [y/N] ", what, keeps)
 	answer, err := bufio.NewReader(stdin).ReadString('\n')
 	if !isTerminal(stdin) {
 		// Nobody typed it: show it, and end the prompt's line.

@@ -122,7 +122,7 @@ func TestBreakCommand(t *testing.T) {
 	})
 
 	t.Run("--yes breaks without asking; the holder's run is told and exits 70", func(t *testing.T) {
-		p := startCLI(t, environ, "run", "--ttl", "300ms", "--grace", "5s", "--metadata", "job=report", "report", "--", "sh", "-c", untilStopped)
+		p := startCLI(t, environ, "run", "--ttl", "2s", "--grace", "5s", "--metadata", "job=report", "report", "--", "sh", "-c", untilStopped)
 		eventually(t, "the command to start", func() bool { return exists(filepath.Join(dir, "started")) })
 		code, stdout, stderr := runCLIWithInput(t, environ, "", "break", "--yes", "report")
 		require.Equal(t, 0, code, stderr)

@@ -108,7 +108,7 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "prices")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"prices","key":"lock:\{prices\}","held":true,"ttl_ms":\d+,"metadata":null,"fence":null,"waiters":0,"kind":"shared","count":4,"limit":null,"holders":\[\{"metadata":"reader=0","ttl_ms":\d+,"id":"`+idOf(readers[0])+`"\},\{"metadata":"reader=1","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"reader=2","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"","ttl_ms":\d+,"id":"[0-9a-f]{16}"\}\]\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"prices","key":"lock:\{prices\}","held":true,"ttl_ms":\d+,"metadata":null,"fence":null,"waiters":0,"kind":"shared","count":4,"limit":null,"holders":\[\{"metadata":"reader=0","ttl_ms":\d+,"id":"`+idOf(readers[0])+`"\},\{"metadata":"reader=1","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"reader=2","ttl_ms":\d+,"id":"[0-9a-f]{16}"\},\{"metadata":"","ttl_ms":\d+,"id":"[0-9a-f]{16}"\}\],"queue":\[\]\}\n$`, stdout)
 
 		code, stdout, stderr = runCLIWithInput(t, environ, "", "break", "--yes", "prices")
 		require.Equal(t, 0, code, stderr)
@@ -122,10 +122,10 @@ func TestStatusAndBreakOfEveryKind(t *testing.T) {
 		l := holdLock(t, rdb, "report", redislock.WithMetadata("host=a"))
 		code, stdout, stderr := runCLI(t, environ, "status", "report", "--json")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"report","key":"lock:\{report\}","held":true,"ttl_ms":\d+,"metadata":"host=a","fence":null,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"host=a","ttl_ms":\d+,"id":"`+idOf(l)+`"\}\]\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"report","key":"lock:\{report\}","held":true,"ttl_ms":\d+,"metadata":"host=a","fence":null,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"host=a","ttl_ms":\d+,"id":"`+idOf(l)+`"\}\],"queue":\[\]\}\n$`, stdout)
 		code, stdout, stderr = runCLI(t, environ, "status", "free", "--json")
 		require.Equal(t, 0, code, stderr)
-		require.Equal(t, `{"name":"free","key":"lock:{free}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null}`+"\n", stdout)
+		require.Equal(t, `{"name":"free","key":"lock:{free}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null,"queue":[]}`+"\n", stdout)
 	})
 }
 

@@ -19,9 +19,9 @@
 // process group gets SIGTERM, then SIGKILL after --grace, and redislock exits
 // with 70. SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 sent to
 // redislock are forwarded to the command's process group, and redislock
-// exits only after the command has. status shows who holds a lock; ls
-// lists the locks held; break
-// ends a stuck one, for operators. doctor checks a Redis deployment for
+// exits only after the command has. status shows who holds a lock and who
+// waits; ls lists the locks held; break ends a stuck one (or one stuck
+// holder), for operators. doctor checks a Redis deployment for
 // locking (eviction policy, persistence, replication, latency, clock, the
 // user's rights) and prints one line per check.
 //
@@ -93,8 +93,8 @@ If another holder has NAME, COMMAND is not run (exit 75, see --wait).
 status shows whether NAME is held and by what (a lock, shared holders, a
 semaphore), its remaining TTL, each holder's metadata, its fence counter and
 its waiters. ls lists the locks held, one line each (--watch redraws).
-break ends NAME whatever its holder, for
-operators, after asking (see --yes).
+break ends NAME whatever its holder, or one holder of it
+(--holder ID), for operators, after asking (see --yes).
 doctor checks a Redis deployment for locking, one line per check.
 
 Exit codes of run:
@@ -116,7 +116,8 @@ Exit codes of run:
 status exits 0 (held or not), 64 on a usage error, 65 when NAME's key
 holds no lock, 69 when Redis fails. ls exits 0, 64 on a usage error, 69
 when Redis fails.
-break exits 0 (broken, or not held), 1 when not confirmed, 64 on a usage
+break exits 0 (broken, or not held), 1 when not confirmed (a whole semaphore
+or shared lock: without --yes) or no hold has the --holder ID, 64 on a usage
 error, 65 when NAME's key holds no lock, 69 when Redis fails.
 doctor exits 0 when no check is broken, 1 when one is, 64 on a usage
 error, 69 when Redis cannot be reached.

@@ -619,7 +619,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "free-job")
 		require.Equal(t, 0, code, stderr)
-		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null}`, stdout)
+		require.JSONEq(t, `{"name":"free-job","key":"lock:{free-job}","held":false,"ttl_ms":null,"metadata":null,"fence":null,"waiters":0,"kind":null,"count":0,"limit":null,"holders":null,"queue":[]}`, stdout)
 	})
 
 	t.Run("a held lock shows its remaining TTL and fence, never the token", func(t *testing.T) {
@@ -641,7 +641,7 @@ func TestStatus(t *testing.T) {
 
 		code, stdout, stderr = runCLI(t, environ, "status", "--json", "held-job")
 		require.Equal(t, 0, code, stderr)
-		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"","ttl_ms":\d+,"id":"`+idOf(held)+`"\}\]\}\n$`, stdout)
+		require.Regexp(t, `^\{"name":"held-job","key":"lock:\{held-job\}","held":true,"ttl_ms":\d+,"metadata":"","fence":`+strconv.FormatInt(held.Fence(), 10)+`,"waiters":0,"kind":"lock","count":1,"limit":null,"holders":\[\{"metadata":"","ttl_ms":\d+,"id":"`+idOf(held)+`"\}\],"queue":\[\]\}\n$`, stdout)
 
 		code, stdout, stderr = runCLI(t, environ, "status", "other-job")
 		require.Equal(t, 0, code, stderr)

@@ -24,7 +24,8 @@ shared holders (readers, the library's AcquireShared) or a semaphore
 "redislock run" sets: host, pid and command) and, for shared holders and a
 semaphore's, each one's lease left; the fence counter (the last fencing
 token handed out; "none" before the first fenced acquisition) and the
-waiters queued for it. It reads them in one round trip (the library's
+waiters queued for it, each with its metadata and how long it has waited.
+It reads them in one round trip (the library's
 Client.Inspect, a script that only reads) and never shows a token. Exits 0
 whether or not NAME is held, 64 on a usage error, 65 when NAME's key holds
 something that is not a lock, 69 when Redis fails.
@@ -40,14 +41,18 @@ Text output, one "field: value" per line:
 For shared holders and a semaphore, one holder line each (the lease that
 ends first first; at most 100, then "... and N more"):
   holder:   host=web-1 pid=4242 cmd=report (lease 1.5s) | no metadata (lease 1.5s)
+After "waiters", one line per waiter in line (the first in line first; at
+most 100, then "... and N more"), with the metadata it gave:
+  waiter:   host=web-2 pid=77 cmd=report (waited 2.5s) | no metadata (waited 2.5s)
 With --json, one object: {"name","key","held","ttl_ms","metadata","fence",
-"waiters","kind","count","limit","holders"}: ttl_ms is null when not held
-and -1 when the key has no expiry (for shared holders and a semaphore, the
+"waiters","kind","count","limit","holders","queue"}: ttl_ms is null when not
+held and -1 when the key has no expiry (for shared holders and a semaphore, the
 latest lease); metadata is the exclusive holder's, null when not held or
 held by shared holders or a semaphore; fence is null when there is no
 counter; kind is "lock", "shared" or "semaphore", null when not held; count
 is how many hold NAME; limit is a semaphore's, else null; holders is null
-for an exclusive lock, else [{"metadata","ttl_ms"}...]. When Redis fails,
+for an exclusive lock, else [{"metadata","ttl_ms"}...]; queue is the
+waiters in line, [{"metadata","waited_ms"}...] ([] when none). When Redis fails,
 --json prints {"name","key","error"} on stdout (and the error on stderr)
 and exits 65 or 69.
 
@@ -80,6 +85,15 @@ type lockStatus struct {
 	// Holders are every holder: an exclusive lock's one, the shared
 	// holders or a semaphore's (at most 100); nil when not held.
 	Holders []holderStatus `json:"holders"`
+	// Queue are the waiters in line, first in line first (at most 100:
+	// Waiters counts them all); empty, not nil, when none.
+	Queue []waiterStatus `json:"queue"`
+}
+
+// waiterStatus is one of lockStatus.Queue.
+type waiterStatus struct {
+	Metadata     string `json:"metadata"`
+	WaitedMillis int64  `json:"waited_ms"`
 }
 
 // holderStatus is one of lockStatus.Holders.
@@ -195,8 +209,36 @@ func statusOf(info redislock.Info) lockStatus {
 	if info.Fence != 0 {
 		st.Fence = &info.Fence
 	}
+	st.Queue = queueStatus(info.Queue)
 	return st
 }
+
+// queueStatus converts the library's Info.Queue.
+func queueStatus(queue []redislock.WaiterInfo) []waiterStatus {
+	out := make([]waiterStatus, len(queue))
+	for i, w := range queue {
+		out[i] = waiterStatus{Metadata: w.Metadata, WaitedMillis: w.Waited.Milliseconds()}
+	}
+	return out
+}
+
+// queueLines writes one "waiter:" line per waiter in line, as text does for
+// the holders.
+func (st lockStatus) queueLines(field func(name, format string, args ...any)) {
+	for _, w := range st.Queue {
+		metadata := w.Metadata
+		if metadata == "" {
+			metadata = "no metadata"
+		}
+		field("waiter", "%s (waited %v)", metadata, time.Duration(w.WaitedMillis)*time.Millisecond)
+	}
+	if more := st.Waiters - len(st.Queue); len(st.Queue) == maxQueue && more > 0 {
+		field("waiter", "... and %d more", more)
+	}
+}
+
+// maxQueue: Info.Queue lists at most this many waiters.
+const maxQueue = 100
 
 // text formats st as aligned "field: value" lines.
 func (st lockStatus) text() string {
@@ -232,6 +274,7 @@ func (st lockStatus) text() string {
 	}
 	field("fence", "%s", fence)
 	field("waiters", "%d", st.Waiters)
+	st.queueLines(field)
 	return b.String()
 }
 
