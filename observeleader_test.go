@@ -1,0 +1,250 @@
+package redislock_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/redislock/redislock"
+	"github.com/redislock/redislock/internal/lockrules"
+)
+
+// observation is a loop over ObserveLeader on a goroutine of its own.
+type observation struct {
+	seen   chan redislock.HolderInfo
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop has returned
+}
+
+// observe runs ObserveLeader(name) on c until the test ends (or stop).
+func observe(t *testing.T, c *redislock.Client, name string) *observation {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &observation{seen: make(chan redislock.HolderInfo, 16), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		for leader := range c.ObserveLeader(ctx, name) {
+			select {
+			case o.seen <- leader:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(o.stop)
+	return o
+}
+
+func (o *observation) stop() {
+	o.cancel()
+	<-o.done
+}
+
+// next waits for the next leader yielded. The TTLs in these tests are a
+// minute, so the observer's own reads (at the lease's end) cannot bring a
+// change within the 10 s allowed: only an announcement can. 10 s is far
+// above a few round trips on a loaded machine.
+func (o *observation) next(t *testing.T) redislock.HolderInfo {
+	t.Helper()
+	select {
+	case leader := <-o.seen:
+		return leader
+	case <-time.After(10 * time.Second):
+		t.Fatal("ObserveLeader yielded nothing within 10s")
+	}
+	return redislock.HolderInfo{}
+}
+
+func TestLeaderSaysWhoLeadsAnElection(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		ttl := time.Minute
+		observer := redislock.New(newRedisClient(t, b.rdb.Options().Addr), quiet)
+
+		_, leads, err := observer.Leader(ctx, "relay")
+		require.NoError(t, err)
+		require.False(t, leads, "nobody campaigns yet")
+
+		cp := campaign(t, redislock.New(b.rdb, quiet, redislock.WithTTL(ttl), redislock.WithMetadata("pod-a")), "a", "relay")
+		tm := cp.nextTerm(t, 10*time.Second)
+		leader, leads, err := observer.Leader(ctx, "relay")
+		require.NoError(t, err)
+		require.True(t, leads)
+		require.Equal(t, "pod-a", leader.Metadata)
+		require.Greater(t, leader.TTL, time.Duration(0))
+		require.LessOrEqual(t, leader.TTL, ttl)
+
+		tm.finish <- nil // lead returns: leadership is given up
+		require.NoError(t, cp.result(t))
+		leader, leads, err = observer.Leader(ctx, "relay")
+		require.NoError(t, err)
+		require.False(t, leads, "released")
+		require.Zero(t, leader)
+
+		sem, err := observer.AcquireSemaphore(ctx, "pool", 2)
+		require.NoError(t, err)
+		defer func() { _ = sem.Release(ctx) }()
+		_, _, err = observer.Leader(ctx, "pool")
+		require.ErrorIs(t, err, redislock.ErrNotALock, "a semaphore is no election")
+	})
+}
+
+func TestLeaderAndObserveLeaderRefuseBadInput(t *testing.T) {
+	rdb := newMini(t)
+	c := redislock.New(rdb, quiet)
+	//lint:ignore SA1012 a nil ctx is the bad input under test
+	_, _, err := c.Leader(nil, "relay") //nolint:staticcheck
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+	_, _, err = c.Leader(context.Background(), "")
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+	_, _, err = new(redislock.Client).Leader(context.Background(), "relay")
+	require.Error(t, err)
+
+	logs := &logRecorder{}
+	c = redislock.New(rdb, redislock.WithLogger(slog.New(logs)))
+	for _, seq := range []func(func(redislock.HolderInfo) bool){
+		c.ObserveLeader(context.Background(), ""),
+		c.ObserveLeader(nil, "relay"), //nolint:staticcheck // the bad input under test
+		new(redislock.Client).ObserveLeader(context.Background(), "relay"),
+	} {
+		for leader := range seq {
+			t.Fatalf("yielded %v for bad input", leader)
+		}
+	}
+	_, logged := logs.find(slog.LevelError, "observe leader: nothing to observe")
+	require.True(t, logged, "the reason is logged")
+}
+
+func TestObserveLeaderFollowsTheElection(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		addr := b.rdb.Options().Addr
+		// Each candidate and the observer on a Client and connections of
+		// their own, as pods would be.
+		candidate := func(who string) *redislock.Client {
+			return redislock.New(newRedisClient(t, addr), quiet, redislock.WithTTL(time.Minute), redislock.WithMetadata(who))
+		}
+		observerPod := newPod(t, addr)
+
+		t.Run("the leader at once, then nobody when it gives up", func(t *testing.T) {
+			o := observe(t, observerPod.c, "none-then-a")
+			require.Zero(t, o.next(t), "nobody leads yet")
+			cp := campaign(t, candidate("pod-a"), "a", "none-then-a")
+			tm := cp.nextTerm(t, 10*time.Second)
+			require.Equal(t, "pod-a", o.next(t).Metadata, "the term's start is announced")
+			tm.finish <- nil
+			require.NoError(t, cp.result(t))
+			require.Zero(t, o.next(t), "a release with nobody in line, announced by Elect")
+		})
+
+		t.Run("a hand-over to another Client's campaign, and nothing while nothing changes", func(t *testing.T) {
+			a := campaign(t, candidate("pod-a"), "a", "handover")
+			termA := a.nextTerm(t, 10*time.Second)
+			bCampaign := campaign(t, candidate("pod-b"), "b", "handover")
+			eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "handover") == 1 }, "pod-b did not queue")
+			o := observe(t, observerPod.c, "handover")
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+
+			// An announcement that changes nothing: the observer reads, and yields nothing.
+			observerPod.cmds.take()
+			require.NoError(t, b.rdb.Publish(ctx, lockrules.Leader("lock:{handover}"), "1").Err())
+			eventually(t, 10*time.Second, func() bool { return countScripts(observerPod.cmds.take()) > 0 }, "the observer did not read at the announcement")
+
+			termA.finish <- nil // handed to pod-b, waiting in line
+			require.Equal(t, "pod-b", o.next(t).Metadata, "the next yield is the change, not the same leader again")
+			bCampaign.nextTerm(t, 10*time.Second)
+		})
+
+		t.Run("a Break, with and without a campaign in line", func(t *testing.T) {
+			operator := redislock.New(newRedisClient(t, addr), quiet)
+			a := campaign(t, candidate("pod-a"), "a", "broken")
+			a.nextTerm(t, 10*time.Second)
+			o := observe(t, observerPod.c, "broken")
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+			bCampaign := campaign(t, candidate("pod-b"), "b", "broken")
+			eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "broken") == 1 }, "pod-b did not queue")
+
+			_, err := operator.Break(ctx, "broken") // handed to pod-b, which announces its term
+			require.NoError(t, err)
+			require.Equal(t, "pod-b", o.next(t).Metadata)
+			bCampaign.nextTerm(t, 10*time.Second)
+
+			// pod-a learns of its loss at its next extension (20 s away) and
+			// campaigns again: stop it, so that the next break leaves nobody.
+			a.cancel(nil)
+			_ = a.result(t)
+			_, err = operator.Break(ctx, "broken") // nobody in line: announced as a release
+			require.NoError(t, err)
+			require.Zero(t, o.next(t))
+		})
+
+		t.Run("a leader that dies is gone at its lease's end", func(t *testing.T) {
+			const lease = 500 * time.Millisecond
+			dead, err := redislock.New(newRedisClient(t, addr), quiet, redislock.WithWatchdog(false), redislock.WithTTL(lease),
+				redislock.WithMetadata("pod-dead")).Acquire(ctx, "dies")
+			require.NoError(t, err)
+			_ = dead // never released: it died
+			// The observer's own TTL is a minute: only the lease it saw
+			// can make it read within the 10 s next allows.
+			o := observe(t, redislock.New(newRedisClient(t, addr), quiet, redislock.WithTTL(time.Minute)), "dies")
+			require.Equal(t, "pod-dead", o.next(t).Metadata)
+			if b.mini != nil {
+				b.mini.FastForward(lease) // miniredis' clock moves only when told
+			}
+			// No announcement: only the read at the lease's end sees it.
+			require.Zero(t, o.next(t))
+		})
+	})
+}
+
+func TestObserveLeaderLeavesNothingRunning(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		channel := lockrules.Leader("lock:{quiet}")
+		subscribers := func() int64 { return b.rdb.PubSubNumSub(ctx, channel).Val()[channel] }
+		cp := campaign(t, redislock.New(b.rdb, quiet, redislock.WithMetadata("pod-a")), "a", "quiet")
+		cp.nextTerm(t, 10*time.Second)
+		c := redislock.New(newRedisClient(t, b.rdb.Options().Addr), quiet)
+		// Subscribing once leaves the Client's own connections in place.
+		for range c.ObserveLeader(ctx, "quiet") {
+			break
+		}
+		eventually(t, 10*time.Second, func() bool { return subscribers() == 0 }, "still subscribed")
+		before := goleak.IgnoreCurrent()
+
+		t.Run("when the loop breaks", func(t *testing.T) {
+			for leader := range c.ObserveLeader(ctx, "quiet") {
+				require.Equal(t, "pod-a", leader.Metadata)
+				eventually(t, 10*time.Second, func() bool { return subscribers() == 1 }, "it does not listen while it runs")
+				break
+			}
+			eventually(t, 10*time.Second, func() bool { return subscribers() == 0 }, "still subscribed after the loop broke")
+			goleak.VerifyNone(t, before)
+		})
+		t.Run("when ctx ends", func(t *testing.T) {
+			o := observe(t, c, "quiet")
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+			o.stop() // cancels ctx and waits for the loop to return
+			eventually(t, 10*time.Second, func() bool { return subscribers() == 0 }, "still subscribed after ctx ended")
+			goleak.VerifyNone(t, before)
+		})
+		t.Run("when the Client is closed", func(t *testing.T) {
+			o := observe(t, c, "quiet")
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+			require.NoError(t, c.Close(ctx))
+			select {
+			case <-o.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the loop goes on after Close")
+			}
+			eventually(t, 10*time.Second, func() bool { return subscribers() == 0 }, "still subscribed after Close")
+			for leader := range c.ObserveLeader(ctx, "quiet") {
+				t.Fatalf("a closed Client yielded %v", leader)
+			}
+		})
+	})
+}
