@@ -11,6 +11,7 @@ import (
 
 	"github.com/redislock/redislock"
 	"github.com/redislock/redislock/internal/lockrules"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // observation is a loop over ObserveLeader on a goroutine of its own.
@@ -247,4 +248,27 @@ func TestObserveLeaderLeavesNothingRunning(t *testing.T) {
 			}
 		})
 	})
+}
+
+// On a cluster the announcements are sharded (SPUBLISH, SSUBSCRIBE on the
+// lock's node): the same events come through.
+func TestObserveLeaderOnACluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
+	candidate := func(who string) *redislock.Client {
+		return redislock.New(cluster.Client(t), quiet, redislock.WithTTL(time.Minute), redislock.WithMetadata(who))
+	}
+	o := observe(t, redislock.New(cluster.Client(t), quiet), "relay")
+	require.Zero(t, o.next(t))
+	a := campaign(t, candidate("pod-a"), "a", "relay")
+	termA := a.nextTerm(t, 10*time.Second)
+	require.Equal(t, "pod-a", o.next(t).Metadata)
+	b := campaign(t, candidate("pod-b"), "b", "relay")
+	rdb := cluster.Client(t)
+	eventually(t, 10*time.Second, func() bool { return rdb.ZCard(context.Background(), queueKey("relay")).Val() == 1 }, "pod-b did not queue")
+	termA.finish <- nil
+	require.Equal(t, "pod-b", o.next(t).Metadata, "the hand-over")
+	b.nextTerm(t, 10*time.Second).finish <- nil
+	require.NoError(t, b.result(t))
+	require.Zero(t, o.next(t), "pod-b gave up, nobody in line")
 }
