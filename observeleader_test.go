@@ -188,7 +188,9 @@ func TestObserveLeaderFollowsTheElection(t *testing.T) {
 			dead, err := redislock.New(newRedisClient(t, addr), quiet, redislock.WithWatchdog(false), redislock.WithTTL(lease),
 				redislock.WithMetadata("pod-dead")).Acquire(ctx, "dies")
 			require.NoError(t, err)
-			_ = dead // never released: it died
+			// It died: never released (kept reachable, as a Lock dropped while
+			// held is released by its Client).
+			defer func() { _ = dead.Release(ctx) }()
 			// The observer's own TTL is a minute: only the lease it saw
 			// can make it read within the 10 s next allows.
 			o := observe(t, redislock.New(newRedisClient(t, addr), quiet, redislock.WithTTL(time.Minute)), "dies")
@@ -207,8 +209,12 @@ func TestObserveLeaderLeavesNothingRunning(t *testing.T) {
 		ctx := context.Background()
 		channel := lockrules.Leader("lock:{quiet}")
 		subscribers := func() int64 { return b.rdb.PubSubNumSub(ctx, channel).Val()[channel] }
-		cp := campaign(t, redislock.New(b.rdb, quiet, redislock.WithMetadata("pod-a")), "a", "quiet")
-		cp.nextTerm(t, 10*time.Second)
+		// A holder without a watchdog, whose Client starts no goroutine of
+		// its own while the test counts them.
+		holder, err := redislock.New(b.rdb, quiet, redislock.WithWatchdog(false), redislock.WithTTL(time.Minute),
+			redislock.WithMetadata("pod-a")).Acquire(ctx, "quiet")
+		require.NoError(t, err)
+		defer func() { _ = holder.Release(ctx) }() // held (not dropped, which releases it) until the end
 		c := redislock.New(newRedisClient(t, b.rdb.Options().Addr), quiet)
 		// Subscribing once leaves the Client's own connections in place.
 		for range c.ObserveLeader(ctx, "quiet") {
