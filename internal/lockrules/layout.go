@@ -50,6 +50,9 @@ const (
 // metadata (a control character), so the value splits one way only.
 const MetadataSeparator = "\x1f"
 
+// SharedMarker begins the lock key's value while the lock is held shared.
+const SharedMarker = "*shared*"
+
 // ErrEmptyName is the error of an empty lock name.
 var ErrEmptyName = errors.New("empty lock name")
 
