@@ -244,9 +244,9 @@ func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
 // in any process.
 //
 // It listens to the lock's announcements, each term's start and end (Elect
-// makes them, see Leader's channel in internal/lockrules) and the releases
-// and breaks announced to waiters, and reads the lock when one comes: a
-// release, a hand-over or a Break is seen within a few round trips. It
+// makes them, on the channel <key>:leader) and the releases and breaks
+// announced to waiters, and reads the lock when one comes: a release, a
+// hand-over or a Break is seen within a few round trips. It
 // also reads the lock when the lease it last saw ends, so a leader that
 // died is seen gone by then. It reads nothing else: a live leader's
 // watchdog keeps its lease above two thirds of its TTL, so reads come at

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -277,4 +279,52 @@ func TestObserveLeaderOnACluster(t *testing.T) {
 	b.nextTerm(t, 10*time.Second).finish <- nil
 	require.NoError(t, b.result(t))
 	require.Zero(t, o.next(t), "pod-b gave up, nobody in line")
+}
+
+// A quorum Client has no announcements: its observer sees a change at its
+// own reads, at the lease's end (TTL 1 s here, so within 10 s on a loaded
+// machine) and every third of it while nobody leads.
+func TestLeaderAndObserveLeaderOnAQuorum(t *testing.T) {
+	backends := []struct {
+		name  string
+		nodes func(t *testing.T) []string
+	}{
+		{"miniredis", func(t *testing.T) []string {
+			return []string{miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr()}
+		}},
+		{"redis-server", func(t *testing.T) []string {
+			var out []string
+			for _, s := range startQuorumServers(t, 3).servers {
+				out = append(out, s.Addr())
+			}
+			return out
+		}},
+	}
+	for _, backend := range backends {
+		t.Run(backend.name, func(t *testing.T) {
+			nodes := backend.nodes(t)
+			process := func(opts ...redislock.Option) *redislock.Client {
+				var clients []redis.UniversalClient
+				for _, addr := range nodes {
+					clients = append(clients, quorumNodeClient(t, addr))
+				}
+				return newQuorum(t, clients, append([]redislock.Option{redislock.WithTTL(time.Second)}, opts...)...)
+			}
+			observer := process()
+			o := observe(t, observer, "relay")
+			require.Zero(t, o.next(t))
+			a := campaign(t, process(redislock.WithMetadata("pod-a")), "a", "relay")
+			termA := a.nextTerm(t, 10*time.Second)
+			leader, leads, err := observer.Leader(context.Background(), "relay")
+			require.NoError(t, err)
+			require.True(t, leads)
+			require.Equal(t, "pod-a", leader.Metadata)
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+			termA.finish <- nil
+			require.NoError(t, a.result(t))
+			require.Zero(t, o.next(t), "released on every node")
+			campaign(t, process(redislock.WithMetadata("pod-b")), "b", "relay").nextTerm(t, 10*time.Second)
+			require.Equal(t, "pod-b", o.next(t).Metadata)
+		})
+	}
 }
