@@ -75,13 +75,14 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		announced := make(chan struct{})
 		go func() {
 			defer close(announced)
-			c.announceTerm(ctx, key, o.ttl)
+			c.announceTerm(ctx, key, o.ttl/3)
 		}()
 		leadErr := l.run(ctx, lead)
 		<-announced
-		// Ended: released (maybe handed over), lost, or closed. A release
-		// with nobody in line announces nothing itself (see release.lua).
-		c.announceTerm(ctx, key, o.ttl)
+		// Ended: released (maybe handed over), lost, or closed (then Close
+		// announces it too, once it released the lock). A release with
+		// nobody in line announces nothing itself (see release.lua).
+		c.announceTerm(ctx, key, o.ttl/3)
 		var lost *LostError
 		switch cause := context.Cause(l.Context()); {
 		case ctx.Err() != nil:
@@ -147,13 +148,13 @@ func ownError(leadErr error) error {
 // announceTerm tells the observers of the election at key (ObserveLeader)
 // that a term began or ended: one PUBLISH (SPUBLISH on a cluster) on its
 // leader channel, detached from ctx (a term also ends with ctx) and bounded
-// by a third of the TTL. Best effort: an observer that missed it reads the
-// lock again at the lease's end. A quorum Client announces nothing.
-func (c *Client) announceTerm(ctx context.Context, key string, ttl time.Duration) {
+// by within. Best effort: an observer that missed it reads the lock again
+// at the lease's end. A quorum Client announces nothing.
+func (c *Client) announceTerm(ctx context.Context, key string, within time.Duration) {
 	if c.notify == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	_ = c.notify.Do(ctx, c.publish, lockrules.Leader(key), "1").Err()
 }

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,6 +143,24 @@ func TestObserveLeaderFollowsTheElection(t *testing.T) {
 			tm.finish <- nil
 			require.NoError(t, cp.result(t))
 			require.Zero(t, o.next(t), "a release with nobody in line, announced by Elect")
+		})
+
+		t.Run("the leader's Client closed", func(t *testing.T) {
+			// Close ends the term (lead returns) before it releases the lock:
+			// its scripts are held up 200 ms here, so that an announcement
+			// made as lead returns would come before the release.
+			slow := &slowScripts{}
+			rdb := newRedisClient(t, addr)
+			rdb.AddHook(slow)
+			leaderClient := redislock.New(rdb, quiet, redislock.WithTTL(time.Minute), redislock.WithMetadata("pod-a"))
+			a := campaign(t, leaderClient, "a", "closed")
+			a.nextTerm(t, 10*time.Second)
+			o := observe(t, observerPod.c, "closed")
+			require.Equal(t, "pod-a", o.next(t).Metadata)
+			slow.on.Store(true)
+			require.NoError(t, leaderClient.Close(ctx))
+			require.ErrorIs(t, a.result(t), redislock.ErrClosed)
+			require.Zero(t, o.next(t), "Close released it, and Elect announced the term's end")
 		})
 
 		t.Run("a hand-over to another Client's campaign, and nothing while nothing changes", func(t *testing.T) {
@@ -326,5 +345,34 @@ func TestLeaderAndObserveLeaderOnAQuorum(t *testing.T) {
 			campaign(t, process(redislock.WithMetadata("pod-b")), "b", "relay").nextTerm(t, 10*time.Second)
 			require.Equal(t, "pod-b", o.next(t).Metadata)
 		})
+	}
+}
+
+// slowScripts is a go-redis hook that, once on, holds every script call up
+// for 200 ms (a slow link for the scripts alone: PUBLISH goes at once).
+type slowScripts struct{ on atomic.Bool }
+
+func (h *slowScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *slowScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.delay([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *slowScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.delay(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *slowScripts) delay(cmds []redis.Cmder) {
+	for _, cmd := range cmds {
+		if h.on.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			time.Sleep(200 * time.Millisecond) // the injected slowness, not a synchronisation
+			return
+		}
 	}
 }
