@@ -239,20 +239,26 @@ func TestHolderIsTheHolderWhoseLeaseEndsFirst(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			env := redislocktest.New(t, redislock.WithWatchdog(false))
-			var first *redislock.Lock
+			// All kept reachable: a Lock dropped while held is released.
+			var holders []*redislock.Lock
 			for i := range kind.holders {
 				// The later, the shorter: the last one's lease ends first.
 				l, err := kind.acquire(env, "job", redislock.WithTTL(time.Duration(60-10*i)*time.Second), redislock.WithMetadata("w"))
 				require.NoError(t, err)
-				first = l
+				holders = append(holders, l)
 			}
+			first := holders[len(holders)-1]
 			token, held := env.Holder("job")
 			require.True(t, held)
 			require.Equal(t, first.Token(), token)
 
 			require.NoError(t, first.Release(context.Background()))
-			_, held = env.Holder("job")
+			token, held = env.Holder("job")
 			require.Equal(t, kind.holders > 1, held, "held while a holder is left")
+			if held {
+				require.Equal(t, holders[0].Token(), token)
+				require.NoError(t, holders[0].Release(context.Background()))
+			}
 		})
 	}
 }
