@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -265,7 +266,11 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 	return func(yield func(HolderInfo) bool) {
 		key, err := c.lockKey(ctx, name)
 		if err != nil {
-			c.opts.log().Error("redislock: observe leader: nothing to observe", "name", name, "error", err)
+			logger := slog.Default() // a nil *Client has no logger
+			if c != nil {
+				logger = c.opts.log()
+			}
+			logger.Error("redislock: observe leader: nothing to observe", "name", name, "error", err)
 			return
 		}
 		if c.closed.Load() {

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -40,6 +41,14 @@ func TestAClientNotMadeByNewSaysToUseNew(t *testing.T) {
 		"Inspect":           func(c *redislock.Client) error { _, err := c.Inspect(ctx, "a"); return err },
 		"Break":             func(c *redislock.Client) error { _, err := c.Break(ctx, "a"); return err },
 		"Close":             func(c *redislock.Client) error { return c.Close(ctx) },
+		"Leader":            func(c *redislock.Client) error { _, _, err := c.Leader(ctx, "a"); return err },
+		"ObserveLeader": func(c *redislock.Client) error {
+			for range c.ObserveLeader(ctx, "a") {
+				return errors.New("ObserveLeader yielded")
+			}
+			_, _, err := c.Leader(ctx, "a") // ObserveLeader logs this error and yields nothing
+			return err
+		},
 	}
 
 	t.Run("every exported method of Client is covered", func(t *testing.T) {
