@@ -283,14 +283,16 @@ func TestClientBreakHandsTheLockToTheWaiterAtOnce(t *testing.T) {
 		10*time.Second, time.Millisecond, "the waiter did not queue")
 	_, err = env.Client.Break(ctx, "job")
 	require.NoError(t, err)
+	var next *redislock.Lock
 	select {
-	case l := <-got:
-		require.NotNil(t, l, "the waiter got the lock")
-		token, _ := env.Holder("job")
-		require.Equal(t, l.Token(), token)
-		require.NoError(t, l.Release(ctx))
+	case next = <-got:
+		require.NotNil(t, next, "the waiter got the lock")
 	case <-time.After(10 * time.Second): // an hour's backoff: only the hand-over gets it in
 		t.Fatal("the waiter did not get the lock")
 	}
+	token, _ := env.Holder("job")
+	require.Equal(t, next.Token(), token)
+	// Before the waiter lets go: the holder then finds the waiter's token.
 	require.Equal(t, redislock.Taken, waitLost(t, holder).Reason, "handed to the waiter: taken")
+	require.NoError(t, next.Release(ctx))
 }
