@@ -34,7 +34,7 @@ func (c *Client) Close(ctx context.Context) error {
 		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
 	}
 	c.init.Do(c.setup)
-	refs := c.endHeld()
+	refs, terms := c.endHeld()
 	watchDone := c.scheduler.close()
 	c.deadlines.close()
 	c.store.stop()
@@ -43,7 +43,13 @@ func (c *Client) Close(ctx context.Context) error {
 	// deadline; what is left stops at the go-redis client's timeouts.
 	released, swept := make(chan error, 1), make(chan struct{})
 	go func() {
-		released <- c.releaseAll(ctx, refs)
+		err := c.releaseAll(ctx, refs)
+		// Elect's term ends as Close releases it, not when its lead
+		// returns (which may be before): announced for ObserveLeader now.
+		for _, key := range terms {
+			c.announceTerm(ctx, key, ReleaseTimeout)
+		}
+		released <- err
 		// Attempts under way land first: the janitor's last try finds what they took.
 		if idle := c.store.idle(); idle != nil {
 			select {
@@ -89,9 +95,9 @@ func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 }
 
 // endHeld ends every hold with ErrClosed now, and returns what is left to
-// release: the locks no Release is sending.
-func (c *Client) endHeld() []*lockRef {
-	var refs []*lockRef
+// release: the locks no Release is sending, and the keys of Elect's terms
+// among them.
+func (c *Client) endHeld() (refs []*lockRef, terms []string) {
 	for _, l := range c.deadlines.held() {
 		cause := fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name)
 		l.mu.Lock()
@@ -108,9 +114,12 @@ func (c *Client) endHeld() []*lockRef {
 				c.waiting.leave(room, true)
 			}
 			refs = append(refs, &l.ref)
+			if l.opts.campaign {
+				terms = append(terms, l.ref.key)
+			}
 		}
 	}
-	return refs
+	return refs, terms
 }
 
 func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {

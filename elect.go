@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/redislock/redislock/internal/lockrules"
 )
 
 // Elect campaigns for the leadership of name until ctx ends, and calls lead
@@ -30,7 +35,8 @@ import (
 // only then); ErrClosed after Client.Close; ErrInvalidArgument, nothing
 // sent, for a nil ctx or lead, a bad name or options, WithRetry, WithFailOpen
 // or the watchdog off; a Redis error that is an answer (WRONGTYPE, NOPERM),
-// wrapped. Each term is logged at Info; to know who leads, Inspect the lock.
+// wrapped. Each term is logged at Info, and announced at its start and end
+// for ObserveLeader; Leader says who leads.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -45,9 +51,11 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 	if err != nil {
 		return err
 	}
-	if _, _, err := lockKeys(o.prefix, name); err != nil {
+	names, keyLen, err := lockKeys(o.prefix, name)
+	if err != nil {
 		return err
 	}
+	key := names[:keyLen]
 	for {
 		l, err := c.acquire(ctx, name, o)
 		if err != nil {
@@ -62,7 +70,20 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 			return electStopped(ctx, name, nil)
 		}
 		o.log().Info("redislock: elected", "name", name, "fence", l.h.fence)
+		// Observers hear the term begin while lead starts: the
+		// announcement is not on lead's way. (A goroutine per term, which
+		// this call waits for.)
+		announced := make(chan struct{})
+		go func() {
+			defer close(announced)
+			c.announceTerm(ctx, key, o.ttl/3)
+		}()
 		leadErr := l.run(ctx, lead)
+		<-announced
+		// Ended: released (maybe handed over), lost, or closed (then Close
+		// announces it too, once it released the lock). A release with
+		// nobody in line announces nothing itself (see release.lua).
+		c.announceTerm(ctx, key, o.ttl/3)
 		var lost *LostError
 		switch cause := context.Cause(l.Context()); {
 		case ctx.Err() != nil:
@@ -123,4 +144,197 @@ func ownError(leadErr error) error {
 		return nil
 	}
 	return leadErr
+}
+
+// announceTerm tells the observers of the election at key (ObserveLeader)
+// that a term began or ended: one PUBLISH (SPUBLISH on a cluster) on its
+// leader channel, detached from ctx (a term also ends with ctx) and bounded
+// by within. Best effort: an observer that missed it reads the lock again
+// at the lease's end. A quorum Client announces nothing.
+func (c *Client) announceTerm(ctx context.Context, key string, within time.Duration) {
+	if c.notify == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer cancel()
+	_ = c.notify.Do(ctx, c.publish, lockrules.Leader(key), "1").Err()
+}
+
+// Leader says who leads the election called name now (see Elect): the
+// holder of the lock of that name, with its metadata and lease left, and
+// true; a zero HolderInfo and false when nobody leads. It reads the lock as
+// Inspect does, in one round trip (on a quorum Client, each node), never
+// sees a token, and works on any Client with the election's key prefix,
+// also after Close.
+//
+// Errors: ErrInvalidArgument for a nil ctx or a name Elect would refuse
+// (nothing sent); ErrNotALock when a shared lock or a semaphore holds the
+// name, or a key of it holds another type; a *QuorumError when under a
+// majority could be read; else the Redis error.
+func (c *Client) Leader(ctx context.Context, name string) (HolderInfo, bool, error) {
+	key, err := c.lockKey(ctx, name)
+	if err != nil {
+		return HolderInfo{}, false, err
+	}
+	t, err := c.readTerm(ctx, key)
+	if err != nil {
+		return HolderInfo{}, false, fmt.Errorf("redislock: leader %q: %w", name, err)
+	}
+	return t.leader, t.hold != "", nil
+}
+
+// leaderTerm is what readTerm found: the leader, and the identity of its
+// hold, "" when nobody leads. The identity is lua/state.lua's holder, a
+// digest of the key's value (the token and metadata, the same for the
+// whole hold), so one hold is told from the next without the token.
+type leaderTerm struct {
+	leader HolderInfo
+	hold   string
+}
+
+// readTerm reads the election's lock, as Inspect does.
+func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
+	var (
+		info Info
+		hold string
+		err  error
+	)
+	switch s := c.store.(type) {
+	case singleStore:
+		info, hold, err = parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
+	case *quorumStore:
+		var mu sync.Mutex
+		holders := map[string]string{} // by node label
+		info, err = s.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
+			info, holder, err := parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
+			mu.Lock()
+			holders[n.label] = holder
+			mu.Unlock()
+			return info, holder, err
+		})
+		mu.Lock()
+		for _, node := range info.Nodes {
+			if node.Majority {
+				hold = holders[node.Node]
+			}
+		}
+		mu.Unlock()
+	default:
+		return leaderTerm{}, fmt.Errorf("a %T cannot read a leader", c.store)
+	}
+	switch {
+	case err != nil:
+		return leaderTerm{}, err
+	case !info.Held:
+		return leaderTerm{}, nil
+	case info.Kind != kindLock:
+		return leaderTerm{}, notALockError{fmt.Sprintf("%s is held by a %s, not by a leader", key, info.Kind), nil}
+	}
+	leader := HolderInfo{Metadata: info.Metadata, TTL: info.TTL}
+	if len(info.Holders) > 0 {
+		leader = info.Holders[0] // once Inspect lists every kind's holders: with its ID
+	}
+	return leaderTerm{leader, hold}, nil
+}
+
+// ObserveLeader follows the election called name (see Elect): it yields
+// the leader at once (a zero HolderInfo when nobody leads), then again at
+// each change (another hold leads, or nobody does), and nothing while
+// nothing changes, until ctx ends, the loop breaks or the Client is
+// closed. It runs on the caller's goroutine and leaves nothing running
+// once it returns. Any Client with the election's key prefix may observe,
+// in any process.
+//
+// It listens to the lock's announcements, each term's start and end (Elect
+// makes them, on the channel <key>:leader) and the releases and breaks
+// announced to waiters, and reads the lock when one comes: a release, a
+// hand-over or a Break is seen within a few round trips. It
+// also reads the lock when the lease it last saw ends, so a leader that
+// died is seen gone by then. It reads nothing else: a live leader's
+// watchdog keeps its lease above two thirds of its TTL, so reads come at
+// least TTL/3 apart, and never sooner than a third of the longest lease
+// seen (while nobody leads, every third of that lease, or of the Client's
+// TTL before one was seen). On a quorum Client, which has no
+// announcements, changes are seen at those reads only, as are those of a
+// holder that is not Elect's.
+//
+// A yielded TTL is the lease left when it was read. A read that fails is
+// logged at Warn and made again at the same pace; the last leader yielded
+// stands meanwhile. For a nil ctx or a name Elect would refuse it yields
+// nothing, and logs why at Error (Leader returns that error).
+func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[HolderInfo] {
+	return func(yield func(HolderInfo) bool) {
+		key, err := c.lockKey(ctx, name)
+		if err != nil {
+			logger := slog.Default() // a nil *Client has no logger
+			if c != nil {
+				logger = c.opts.log()
+			}
+			logger.Error("redislock: observe leader: nothing to observe", "name", name, "error", err)
+			return
+		}
+		if c.closed.Load() {
+			return
+		}
+		// A room of its own, outside the Client's rooms: the notifier wakes
+		// it at any announcement but a hand-over's (those are on waiters'
+		// channels, and the new leader announces its term).
+		var (
+			room  *waitRoom
+			ready <-chan struct{}
+		)
+		if n := c.rooms().notifier; n != nil {
+			room = &waitRoom{key: key}
+			sub := n.subscribe(room, lockrules.Released(key), lockrules.Leader(key))
+			defer n.unsubscribe(sub)
+			ready = sub.ready
+		}
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		var (
+			last    leaderTerm
+			longest time.Duration // the longest lease seen: the TTL as far as it shows
+		)
+		for first := true; ; {
+			var woken <-chan struct{}
+			if room != nil {
+				woken = room.wakeup() // before the read: what comes during it wakes us again
+			}
+			select {
+			case <-ready:
+				ready = nil // subscribed before this read: it misses nothing
+			default:
+			}
+			t, err := c.readTerm(ctx, key)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				c.opts.log().Warn("redislock: observe leader: reading the lock failed", "name", name, "error", err)
+			case err != nil:
+			case first || t.hold != last.hold:
+				first, last = false, t
+				if !yield(t.leader) {
+					return
+				}
+			}
+			wait := c.opts.ttl / 3
+			if t.hold != "" && t.leader.TTL > 0 {
+				longest = max(longest, t.leader.TTL)
+				// Just past the lease's end: a dead leader's key is gone by then.
+				wait = max(longest/3, t.leader.TTL+time.Millisecond)
+			} else if longest > 0 {
+				wait = longest / 3
+			}
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.closing:
+				return
+			case <-woken:
+			case <-ready:
+				ready = nil // subscribed: read what may have come before
+			case <-timer.C:
+			}
+		}
+	}
 }

@@ -518,3 +518,54 @@ func ExampleClient_BreakHolder() {
 	// a new call gets the freed slot: true
 	// again: true
 }
+
+func ExampleClient_ObserveLeader() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	ctx, stopObserving := context.WithCancel(context.Background())
+	defer stopObserving()
+
+	// A pod running the outbox relay while it leads, until shut down.
+	pod := func(name string) (shutdown func()) {
+		locker := redislock.New(rdb, quiet, redislock.WithMetadata(name))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = locker.Elect(ctx, "outbox-relay", func(ctx context.Context) error {
+				<-ctx.Done() // relays messages until leadership ends
+				return ctx.Err()
+			})
+		}()
+		return func() { cancel(); <-done }
+	}
+
+	// A dashboard, on a Client of its own, follows the election.
+	dashboard := redislock.New(rdb, quiet)
+	var shutdown func()
+	step := 0
+	for leader := range dashboard.ObserveLeader(ctx, "outbox-relay") {
+		if leader == (redislock.HolderInfo{}) {
+			fmt.Println("nobody leads")
+		} else {
+			fmt.Println(leader.Metadata, "leads")
+		}
+		switch step++; step {
+		case 1:
+			shutdown = pod("pod-a")
+		case 2:
+			shutdown() // pod-a gives leadership up, nobody is in line
+		case 3:
+			shutdown = pod("pod-b")
+		default:
+			shutdown()
+			stopObserving() // or break: the loop ends either way
+		}
+	}
+	// Output:
+	// nobody leads
+	// pod-a leads
+	// nobody leads
+	// pod-b leads
+}

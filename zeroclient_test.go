@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -48,6 +49,14 @@ func TestAClientNotMadeByNewSaysToUseNew(t *testing.T) {
 		},
 		"BreakHolder": func(c *redislock.Client) error {
 			_, err := c.BreakHolder(ctx, "a", "0123456789abcdef")
+			return err
+		},
+		"Leader": func(c *redislock.Client) error { _, _, err := c.Leader(ctx, "a"); return err },
+		"ObserveLeader": func(c *redislock.Client) error {
+			for range c.ObserveLeader(ctx, "a") {
+				return errors.New("ObserveLeader yielded")
+			}
+			_, _, err := c.Leader(ctx, "a") // ObserveLeader logs this error and yields nothing
 			return err
 		},
 	}

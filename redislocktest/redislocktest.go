@@ -11,15 +11,41 @@
 //	env.Steal("report")          // another holder takes it
 //	// the job's context is cancelled with a *redislock.LostError (Taken)
 //
+// The helpers work on every kind of lock: Acquire's, Elect's, a shared
+// lock's and a semaphore's (Expire and Steal end every holder of the last
+// two at once; Holder names the one whose lease ends first).
+//
 // The watchdog of a held lock runs on real time, not on the server's clock:
 // it notices a broken lock at its next extension. So that this takes
 // milliseconds, an Env's client extends every DefaultExtendInterval (10ms)
 // unless the options given to New say otherwise.
+//
+// # FastForward or Client.Break
+//
+// Both end a lock from the outside, in different stories:
+//
+//   - Env.FastForward(d) is time passing on the server: every lease shorter
+//     than d runs out, as when a holder crashed, froze or had too short a
+//     TTL. Nothing is released or announced: holders learn at their next
+//     extension (redislock.Expired), waiters find the lock free at their
+//     next attempt, Client.ObserveLeader at its next read (when the lease it
+//     saw ends, on real time). Use it to test
+//     what your code does when its holder dies or pauses, and for TTLs and
+//     deadlines. Env.Expire is the same for one lock, at once.
+//   - Env.Client.Break(ctx, name) is an operator's break (redislock break):
+//     the lock ends at once for every holder and passes on as a release
+//     would, handed to the first waiter in line or announced, so a waiting
+//     caller (or an Elect campaign) gets in at once and observers hear it;
+//     the holders learn at their next extension. Use it to test a forced
+//     takeover, or an operator's runbook.
+//
+// Env.Steal is a third story: another holder owns the lock (redislock.Taken).
 package redislocktest
 
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,44 +157,97 @@ func (e *Env) Key(name string) string {
 	return key
 }
 
-// Holder returns the token in the lock called name and true, or "" and
-// false when nobody holds it. Compare with Lock.Token (a holder's metadata,
-// which the key holds after the token, is left out: read it with
-// Client.Inspect).
+// Holder returns the token of a holder of the lock called name and true,
+// or "" and false when nobody holds it: the exclusive holder's, or, for a
+// shared lock or a semaphore, the token of the holder whose lease ends
+// first. Compare with Lock.Token (a holder's metadata, which the server
+// keeps after the token, is left out: read it with Client.Inspect).
 func (e *Env) Holder(name string) (token string, held bool) {
 	e.t.Helper()
-	value, err := e.Mini.Get(e.Key(name))
-	if err != nil {
-		if err == miniredis.ErrKeyNotFound {
-			return "", false
-		}
-		e.t.Fatalf("redislocktest: reading %s: %v", e.Key(name), err)
+	_, tokens := e.holders(name)
+	if len(tokens) == 0 {
+		return "", false
 	}
-	token, _, _ = strings.Cut(value, lockrules.MetadataSeparator)
-	return token, true
+	return tokens[0], true
+}
+
+// holders returns the key of the lock called name and its holders'
+// tokens, the first lease to end first, whatever kind holds it (see
+// internal/lockrules): the key's value (an exclusive lock), the live
+// members of its shared holders' set (the value is then the shared
+// marker), or of the key itself (a semaphore, a sorted set). It fails the
+// test for a key of another type, or when Redis fails.
+func (e *Env) holders(name string) (key string, tokens []string) {
+	e.t.Helper()
+	ctx := context.Background()
+	key = e.Key(name)
+	kind, err := e.Redis.Type(ctx, key).Result()
+	var value string
+	if err == nil && kind == "string" {
+		value, err = e.Redis.Get(ctx, key).Result()
+	}
+	if err != nil && err != redis.Nil {
+		e.t.Fatalf("redislocktest: reading %s: %v", key, err)
+		return key, nil
+	}
+	set := key
+	switch {
+	case kind == "none" || err == redis.Nil:
+		return key, nil
+	case kind == "string" && !strings.HasPrefix(value, lockrules.SharedMarker):
+		token, _, _ := strings.Cut(value, lockrules.MetadataSeparator)
+		return key, []string{token}
+	case kind == "string":
+		set = lockrules.Shared(key)
+	case kind != "zset":
+		e.t.Fatalf("redislocktest: %s holds a %s, not a lock", key, kind)
+		return key, nil
+	}
+	// Holders are scored by the end of their lease on the server's clock
+	// (ms); the ended ones may not be gone yet.
+	now, err := e.Redis.Time(ctx).Result()
+	if err == nil {
+		live := &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}
+		tokens, err = e.Redis.ZRangeByScore(ctx, set, live).Result()
+	}
+	if err != nil {
+		e.t.Fatalf("redislocktest: reading %s: %v", set, err)
+	}
+	for i, member := range tokens {
+		tokens[i], _, _ = strings.Cut(member, lockrules.MetadataSeparator)
+	}
+	return key, tokens
 }
 
 // Expire ends the lease of the lock called name now, as if its TTL had run
-// out while the holder was paused (PEXPIRE key 0); no other key is
-// touched. The holder's watchdog notices at its next
-// extension and cancels the lock's context with reason redislock.Expired.
-// It fails the test when nobody holds the lock.
+// out while the holder was paused: every holder of a shared lock or a
+// semaphore loses it too (PEXPIRE 0 on the lock's keys but its fence
+// counter and queue). The holders' watchdogs notice at their next
+// extension and cancel the locks' contexts with reason redislock.Expired.
+// No release is announced: waiters see the lock free at their next
+// attempt. It fails the test when nobody holds the lock.
 func (e *Env) Expire(name string) {
 	e.t.Helper()
 	key, ok := e.mustBeHeld(name)
 	if !ok {
 		return
 	}
-	// A non-positive expiry removes the key at once, through its expiry, in
-	// one command, so that the watchdog cannot extend it in between.
-	if err := e.Redis.PExpire(context.Background(), key, 0).Err(); err != nil {
+	// A non-positive expiry removes a key at once, through its expiry, all
+	// in one transaction, so that no watchdog extends them in between.
+	_, err := e.Redis.TxPipelined(context.Background(), func(pipe redis.Pipeliner) error {
+		for _, k := range []string{key, lockrules.Shared(key), key + lockrules.LimitSuffix} {
+			pipe.PExpire(context.Background(), k, 0)
+		}
+		return nil
+	})
+	if err != nil {
 		e.t.Fatalf("redislocktest: expiring %s: %v", key, err)
 	}
 }
 
 // Delete deletes the lock called name, as an operator running DEL would.
-// The holder's watchdog notices at its next extension and cancels the
-// lock's context with reason redislock.Expired (a gone key looks the same
+// The holders' watchdogs notice at their next extension and cancel the
+// locks' contexts with reason redislock.Expired (a gone key looks the same
 // however it went). It fails the test when nobody holds the lock.
 func (e *Env) Delete(name string) {
 	e.t.Helper()
@@ -179,10 +258,12 @@ func (e *Env) Delete(name string) {
 
 // Steal makes another holder own the lock called name, as if the lease had
 // expired and another instance had acquired it: the key gets a new token,
-// which Steal returns, and keeps its TTL. The holder's watchdog notices at
-// its next extension and cancels the lock's context with reason
-// redislock.Taken; the thief's key is left alone (Release reports
-// redislock.ErrNotHeld). It fails the test when nobody holds the lock.
+// which Steal returns, and keeps its TTL; a shared lock's or a semaphore's
+// holders are all replaced by that one exclusive holder. The holders'
+// watchdogs notice at their next extension and cancel the locks' contexts
+// with reason redislock.Taken; the thief's key is left alone (Release
+// reports redislock.ErrNotHeld). It fails the test when nobody holds the
+// lock.
 func (e *Env) Steal(name string) (token string) {
 	e.t.Helper()
 	key, ok := e.mustBeHeld(name)
@@ -190,7 +271,14 @@ func (e *Env) Steal(name string) (token string) {
 		return ""
 	}
 	token = "stolen-by-redislocktest"
-	if err := e.Redis.SetArgs(context.Background(), key, token, redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+	ctx := context.Background()
+	// SET replaces a value of any type (a semaphore's set of holders).
+	_, err := e.Redis.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.SetArgs(ctx, key, token, redis.SetArgs{KeepTTL: true})
+		pipe.Del(ctx, lockrules.Shared(key), key+lockrules.LimitSuffix)
+		return nil
+	})
+	if err != nil {
 		e.t.Fatalf("redislocktest: stealing %s: %v", key, err)
 	}
 	return token

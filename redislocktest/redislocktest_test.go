@@ -176,3 +176,123 @@ func TestMisuseFailsTheTestWithAClearMessage(t *testing.T) {
 		require.Len(t, rec.failures, 1)
 	})
 }
+
+// kinds are the ways to hold a name: each takes it with the holders it
+// says (a lock has one), on env's Client with opts.
+var kinds = []struct {
+	name    string
+	holders int
+	acquire func(env *redislocktest.Env, name string, opts ...redislock.Option) (*redislock.Lock, error)
+}{
+	{"a lock", 1, func(env *redislocktest.Env, name string, opts ...redislock.Option) (*redislock.Lock, error) {
+		return env.Client.Acquire(context.Background(), name, opts...)
+	}},
+	{"a shared lock", 2, func(env *redislocktest.Env, name string, opts ...redislock.Option) (*redislock.Lock, error) {
+		return env.Client.AcquireShared(context.Background(), name, opts...)
+	}},
+	{"a semaphore", 2, func(env *redislocktest.Env, name string, opts ...redislock.Option) (*redislock.Lock, error) {
+		return env.Client.AcquireSemaphore(context.Background(), name, 3, opts...)
+	}},
+}
+
+func TestEveryKindsHoldersLoseItToExpireStealDeleteAndFastForward(t *testing.T) {
+	ways := []struct {
+		name    string
+		breakIt func(env *redislocktest.Env, name string)
+		reason  redislock.LostReason
+	}{
+		{"Expire", func(env *redislocktest.Env, name string) { env.Expire(name) }, redislock.Expired},
+		{"Delete", func(env *redislocktest.Env, name string) { env.Delete(name) }, redislock.Expired},
+		{"Steal", func(env *redislocktest.Env, name string) { env.Steal(name) }, redislock.Taken},
+		{"FastForward", func(env *redislocktest.Env, name string) { env.FastForward(time.Minute) }, redislock.Expired},
+	}
+	for _, kind := range kinds {
+		for _, way := range ways {
+			t.Run(kind.name+", "+way.name, func(t *testing.T) {
+				env := redislocktest.New(t, redislock.WithTTL(30*time.Second))
+				var holders []*redislock.Lock
+				for range kind.holders {
+					l, err := kind.acquire(env, "job", redislock.WithMetadata("worker"))
+					require.NoError(t, err)
+					holders = append(holders, l)
+				}
+				way.breakIt(env, "job")
+				for _, l := range holders {
+					require.Equal(t, way.reason, waitLost(t, l).Reason, "every holder loses it")
+					require.ErrorIs(t, l.Release(context.Background()), redislock.ErrNotHeld)
+				}
+				token, held := env.Holder("job")
+				if way.reason == redislock.Taken {
+					require.True(t, held, "the thief holds it")
+					require.Equal(t, "stolen-by-redislocktest", token)
+					_, err := kind.acquire(env, "job", redislock.WithRetry(redislock.NoRetry()))
+					require.Error(t, err, "nobody else gets in")
+				} else {
+					require.False(t, held)
+				}
+			})
+		}
+	}
+}
+
+func TestHolderIsTheHolderWhoseLeaseEndsFirst(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			env := redislocktest.New(t, redislock.WithWatchdog(false))
+			// All kept reachable: a Lock dropped while held is released.
+			var holders []*redislock.Lock
+			for i := range kind.holders {
+				// The later, the shorter: the last one's lease ends first.
+				l, err := kind.acquire(env, "job", redislock.WithTTL(time.Duration(60-10*i)*time.Second), redislock.WithMetadata("w"))
+				require.NoError(t, err)
+				holders = append(holders, l)
+			}
+			first := holders[len(holders)-1]
+			token, held := env.Holder("job")
+			require.True(t, held)
+			require.Equal(t, first.Token(), token)
+
+			require.NoError(t, first.Release(context.Background()))
+			token, held = env.Holder("job")
+			require.Equal(t, kind.holders > 1, held, "held while a holder is left")
+			if held {
+				require.Equal(t, holders[0].Token(), token)
+				require.NoError(t, holders[0].Release(context.Background()))
+			}
+		})
+	}
+}
+
+// The package doc's Client.Break: the lock passes on at once, to a waiter
+// that nothing else would wake for an hour; the holder learns at its next
+// extension.
+func TestClientBreakHandsTheLockToTheWaiterAtOnce(t *testing.T) {
+	env := redislocktest.New(t, redislock.WithTTL(time.Minute))
+	ctx := context.Background()
+	holder, err := env.Client.Acquire(ctx, "job")
+	require.NoError(t, err)
+	got := make(chan *redislock.Lock, 1)
+	go func() {
+		l, err := env.Client.Acquire(ctx, "job", redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+		if err != nil {
+			l = nil
+		}
+		got <- l
+	}()
+	require.Eventually(t, func() bool { return env.Redis.ZCard(ctx, env.Key("job")+":q").Val() == 1 },
+		10*time.Second, time.Millisecond, "the waiter did not queue")
+	_, err = env.Client.Break(ctx, "job")
+	require.NoError(t, err)
+	var next *redislock.Lock
+	select {
+	case next = <-got:
+		require.NotNil(t, next, "the waiter got the lock")
+	case <-time.After(10 * time.Second): // an hour's backoff: only the hand-over gets it in
+		t.Fatal("the waiter did not get the lock")
+	}
+	token, _ := env.Holder("job")
+	require.Equal(t, next.Token(), token)
+	// Before the waiter lets go: the holder then finds the waiter's token.
+	require.Equal(t, redislock.Taken, waitLost(t, holder).Reason, "handed to the waiter: taken")
+	require.NoError(t, next.Release(ctx))
+}

@@ -16,6 +16,8 @@
 //	                        of its token's SHA1): a late command takes nothing
 //	prefix{name}:released   the channel a release is announced on
 //	prefix{name}:released:T a hand-over to a waiter of the Client tagged T
+//	prefix{name}:leader     the channel Elect announces each term's start
+//	                        and end on, for Client.ObserveLeader
 //	prefix{name}:limit      a semaphore's limit (its key is then a sorted
 //	                        set of holders' tokens scored by lease end)
 //	prefix{name}:s          a lock's shared holders (AcquireShared), tokens
@@ -41,12 +43,16 @@ const (
 	LimitSuffix    = ":limit"
 	SharedSuffix   = ":s"
 	LeftSuffix     = ":left:"
+	LeaderSuffix   = ":leader"
 )
 
 // MetadataSeparator comes between the token and the holder's metadata in
 // the lock key's value. It is neither in a token (base32) nor allowed in
 // metadata (a control character), so the value splits one way only.
 const MetadataSeparator = "\x1f"
+
+// SharedMarker begins the lock key's value while the lock is held shared.
+const SharedMarker = "*shared*"
 
 // ErrEmptyName is the error of an empty lock name.
 var ErrEmptyName = errors.New("empty lock name")
@@ -113,6 +119,9 @@ func Shared(lockKey string) string { return lockKey + SharedSuffix }
 
 // Released returns the release channel of the lock key.
 func Released(lockKey string) string { return lockKey + ReleasedSuffix }
+
+// Leader returns the channel of the terms of the election at the lock key.
+func Leader(lockKey string) string { return lockKey + LeaderSuffix }
 
 // HashTag returns the part of key that Redis Cluster hashes when it has a
 // non-empty {tag}, or "" when it has none.
