@@ -38,7 +38,7 @@ func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 		c.opts.log().Warn("redislock: lock broken", "name", name, "kind", info.Kind, "holders", info.Count,
 			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
 	case info.Held:
-		c.opts.log().Warn("redislock: lock broken", "name", name, "metadata", info.Metadata,
+		c.opts.log().Warn("redislock: lock broken", "name", name, "holder", brokenID(info), "metadata", info.Metadata,
 			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
 	default:
 		c.opts.log().Info("redislock: nothing to break: lock not held", "name", name)
@@ -126,3 +126,12 @@ func (q *quorumStore) breakHolder(ctx context.Context, key, id string) (Info, bo
 // of every kind as functions (see asFunction).
 var breakHolderScript = redis.NewScript(lua("state", "handover") + asFunction("releaseLock", "release") +
 	asFunction("releaseShare", "shared_release") + asFunction("releaseSlot", "semaphore_release") + lua("break_holder"))
+
+// brokenID is the ID of the one hold a lock's break ended, for its log
+// line ("" when the reply named none).
+func brokenID(info Info) string {
+	if len(info.Holders) == 0 {
+		return ""
+	}
+	return info.Holders[0].ID
+}

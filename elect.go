@@ -69,7 +69,7 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 			}
 			return electStopped(ctx, name, nil)
 		}
-		o.log().Info("redislock: elected", "name", name, "fence", l.h.fence)
+		o.log().Info("redislock: elected", "name", name, "holder", holderID(l.h.token()), "fence", l.h.fence)
 		// Observers hear the term begin while lead starts: the
 		// announcement is not on lead's way. (A goroutine per term, which
 		// this call waits for.)
