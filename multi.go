@@ -463,3 +463,17 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 	}
 	return false, 0, 0, bad()
 }
+
+// RunWithLockMulti is RunWithLock with all of names (see AcquireMulti):
+// LockFromContext(ctx).FenceOf gives each name's fence. When fn did not run
+// it returns AcquireMulti's error; WithFailOpen is refused.
+func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for locks %q", names)
+	}
+	l, err := c.AcquireMulti(ctx, names, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
