@@ -205,33 +205,17 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 }
 
 // runGroups sends the first upto of cmds: one through the batcher, several
-// in one pipeline, again with EVAL after NOSCRIPT.
-func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
+// in one pipeline (see runScripts).
+func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*redis.Cmd {
 	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
-		replies[0] = s.run(ctx, source, cmds[0], false)
+		replies[0] = s.run(ctx, cmds[0], false)
 		return replies
 	}
-	pipe := s.rdb.Pipeline()
-	send := func(i int, cmd []any) {
-		replies[i] = redis.NewCmd(ctx, cmd...)
-		replies[i].SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, replies[i])
-	}
 	for i := range upto {
-		send(i, cmds[i])
+		replies[i] = scriptCmd(ctx, cmds[i])
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	again := false
-	for i := range upto {
-		if err := replies[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			send(i, append([]any{"eval", source}, cmds[i][2:]...))
-			again = true
-		}
-	}
-	if again {
-		_, _ = pipe.Exec(ctx)
-	}
+	runScripts(ctx, replies, s.pipelined(ctx, false))
 	return replies
 }
 
@@ -255,14 +239,14 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 // a name is not ours (see lost); with WithReplicaAck, one group and its WAIT.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
-		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
+		cmd, ackErr := runAcked(ctx, s.rdb, o, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
 		reply, err := m.verdict(cmd, m.groups[0])
 		if err == nil && reply == replyDone && ackErr != nil {
 			err = ackErr // extended on the primary only: not confirmed
 		}
 		return reply, err
 	}
-	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
+	return combine(m, s.runGroups(ctx, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
 // releaseMulti deletes the names of ref's first upto groups that hold ref.token.
@@ -273,7 +257,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 		// Another token than the lock's (an attempt's give-back): not kept.
 		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7])
 	}
-	reply, err := combine(m, s.runGroups(ctx, multiReleaseSource, releases, upto))
+	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	if err == nil {
 		s.ranScript()
 	}
@@ -284,7 +268,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 // first name not ours.
 func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error) {
 	m := ref.multi
-	cmds := s.runGroups(ctx, multiPTTLSource, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
+	cmds := s.runGroups(ctx, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
 	shortest := int64(-1)
 	for i, cmd := range cmds {
 		reply, err := m.verdict(cmd, m.groups[i])
@@ -375,9 +359,9 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		var cmd *redis.Cmd
 		var ackErr error
 		if o.replicas > 0 {
-			cmd, ackErr = runAcked(ctx, s.rdb, o, multiAcquireSource, m.acquires[gi])
+			cmd, ackErr = runAcked(ctx, s.rdb, o, m.acquires[gi])
 		} else {
-			cmd = s.run(ctx, multiAcquireSource, m.acquires[gi], ref.waiting)
+			cmd = s.run(ctx, m.acquires[gi], ref.waiting)
 		}
 		took, heldAt, holder, err := parseMultiAcquire(cmd, m.fences[g.from:g.to], o.fencing)
 		if err == nil && took && ackErr != nil {

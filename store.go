@@ -137,20 +137,13 @@ func (r *lockRef) commands(o *options, publish any) {
 	}
 }
 
-// scriptsOf: the scripts of a one-key lock by kind, and their SHA1s boxed once.
-var scriptsOf = [...]struct {
-	acquireSource, releaseSource string
-	acquireSHA, releaseSHA       any
-}{
-	exclusiveLock: {acquireSource, releaseSource, acquireSHA, releaseSHA},
-	sharedHold:    {sharedAcquireSource, sharedReleaseSource, sharedAcquireSHA, sharedReleaseSHA},
-	semaphoreSlot: {semAcquireSource, semReleaseSource, semAcquireSHA, semReleaseSHA},
-	multiLock:     {multiAcquireSource, multiReleaseSource, multiAcquireSHA, multiReleaseSHA},
+// scriptsOf: the scripts' SHA1s of a lock by kind, boxed once.
+var scriptsOf = [...]struct{ acquireSHA, releaseSHA any }{
+	exclusiveLock: {acquireSHA, releaseSHA},
+	sharedHold:    {sharedAcquireSHA, sharedReleaseSHA},
+	semaphoreSlot: {semAcquireSHA, semReleaseSHA},
+	multiLock:     {multiAcquireSHA, multiReleaseSHA},
 }
-
-func (r *lockRef) releaseSource() string { return scriptsOf[r.kind].releaseSource }
-
-func (r *lockRef) acquireSource() string { return scriptsOf[r.kind].acquireSource }
 
 // acquireCommand returns the next attempt's EVALSHA: with the fence counter
 // when fenced, and the queue's keys when the caller waits (for an exclusive
