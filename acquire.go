@@ -116,34 +116,34 @@ type acquisition struct {
 }
 
 // begin checks a call and registers it with Close (the caller exits it when err is nil).
-func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
+func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, shared string, keyLen int, err error) {
 	if ctx == nil {
-		return "", 0, invalidf("nil context")
+		return "", "", 0, invalidf("nil context")
 	}
-	names, keyLen, err = lockKeys(prefix, name)
+	names, shared, keyLen, err = lockKeysShared(prefix, name)
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	if !c.calls.enter() {
-		return "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
+		return "", "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
 	}
 	if err := ctx.Err(); err != nil {
 		c.calls.exit()
-		return "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
+		return "", "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
 	}
-	return names, keyLen, nil
+	return names, shared, keyLen, nil
 }
 
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
-func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
+func (a *acquisition) init(names, shared string, keyLen int, layout func(o *options, r *lockRef)) {
 	a.l = &hold{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
 	r.kind = a.kind
-	r.init(names, keyLen, a.o)
+	r.init(names, shared, keyLen, a.o)
 	if layout != nil {
 		layout(a.o, r)
 	}
-	r.commands(a.o, a.c.publish)
+	r.commands(a.o)
 	a.patience.strategy = a.o.retry
 	a.patience.observed = a.l
 	a.waits = a.patience.mayWait()
@@ -382,7 +382,7 @@ func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
 	if r.multi != nil {
 		r.multi = r.multi.fresh()
 	}
-	r.commands(a.o, a.c.publish)
+	r.commands(a.o)
 	if uncertain {
 		old.ref.markLeft = true
 		a.c.cleaner.addUncertain(&old.ref, max(a.o.ttl, queueHold), way)
@@ -770,14 +770,14 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 
 // acquireKind runs an acquisition with its options resolved.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
-	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
+	names, shared, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
 	defer c.calls.exit()
 	c.checkServer(ctx, o)
 	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
-	a.init(names, keyLen, layout)
+	a.init(names, shared, keyLen, layout)
 	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
 	defer a.close()
 	return a.run()

@@ -42,7 +42,7 @@ type Client struct {
 
 // newClient is the one constructor behind New and NewQuorum.
 func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
-	o.ttlArg = o.ttl.Milliseconds()
+	o.ttlArg, o.handoverArg = o.ttl.Milliseconds(), handoverArg(publish, o.ttl)
 	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
 	c.cleaner = newJanitor(st, &c.bg) // no timer until it has work
 	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
@@ -186,7 +186,7 @@ func (c *Client) resolve(opts []Option) (*options, error) {
 		return o, err
 	}
 	if o.ttl != c.opts.ttl {
-		o.ttlArg = o.ttl.Milliseconds()
+		o.ttlArg, o.handoverArg = o.ttl.Milliseconds(), handoverArg(c.publish, o.ttl)
 	}
 	return o, c.store.check(o)
 }

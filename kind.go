@@ -42,11 +42,6 @@ func (k lockKind) waiterMark() string { return [...]string{"", "s", "n", ""}[k] 
 // release sends no attempt).
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
 
-func layoutShared(o *options, r *lockRef) {
-	r.extraKey = lockrules.Shared(r.key)
-	r.arg = min(handoffClaim, o.ttl).Milliseconds()
-}
-
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {
 		r.extraKey = r.key + lockrules.LimitSuffix

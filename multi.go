@@ -255,7 +255,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 	releases := m.releases
 	if m.releasing != ref {
 		// Another token than the lock's (an attempt's give-back): not kept.
-		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7])
+		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[8])
 	}
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	if err == nil {
@@ -401,7 +401,7 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 		extra, wait = append(extra, queues, expiries), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
-	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
+	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[8]), ref
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and

@@ -15,8 +15,9 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// lua returns the named scripts' sources, joined: handover.lua and
-// state.lua are functions that other scripts start with.
+// lua returns the named scripts' sources, joined: prelude.lua (the server's
+// clock, the fence step), handover.lua and state.lua are functions that
+// other scripts start with, prelude.lua first.
 func lua(names ...string) string {
 	var src []byte
 	for _, name := range names {
@@ -41,26 +42,26 @@ func script(names ...string) *redis.Script {
 }
 
 var (
-	acquireScript       = script("acquire")
-	releaseScript       = script("handover", "release")
+	acquireScript       = script("prelude", "acquire")
+	releaseScript       = script("prelude", "handover", "release")
 	extendScript        = script("extend")
 	pttlScript          = script("pttl")
 	inspectScript       = script("state", "inspect")
-	breakScript         = script("state", "handover", "break")
-	semExtendScript     = script("semaphore_extend")
-	semPTTLScript       = script("semaphore_pttl")
-	sharedExtendScript  = script("shared_extend")
-	sharedPTTLScript    = script("shared_pttl")
-	sharedReleaseScript = script("handover", "shared_release")
+	breakScript         = script("prelude", "state", "handover", "break")
+	semExtendScript     = script("prelude", "semaphore_extend")
+	semPTTLScript       = script("prelude", "semaphore_pttl")
+	sharedExtendScript  = script("prelude", "shared_extend")
+	sharedPTTLScript    = script("prelude", "shared_pttl")
+	sharedReleaseScript = script("prelude", "handover", "shared_release")
 
 	// The SHA1s of the prepared commands' scripts, boxed once (see lockRef).
 	acquireSHA       any = acquireScript.Hash()
 	releaseSHA       any = releaseScript.Hash()
-	sharedAcquireSHA any = script("shared_acquire").Hash()
+	sharedAcquireSHA any = script("prelude", "shared_acquire").Hash()
 	sharedReleaseSHA any = sharedReleaseScript.Hash()
-	semAcquireSHA    any = script("semaphore_acquire").Hash()
-	semReleaseSHA    any = script("handover", "semaphore_release").Hash()
-	multiAcquireSHA  any = script("multi_acquire").Hash()
+	semAcquireSHA    any = script("prelude", "semaphore_acquire").Hash()
+	semReleaseSHA    any = script("prelude", "handover", "semaphore_release").Hash()
+	multiAcquireSHA  any = script("prelude", "multi_acquire").Hash()
 	multiExtendSHA   any = script("multi_extend").Hash()
 	multiReleaseSHA  any = script("multi_release").Hash()
 	multiPTTLSHA     any = script("multi_pttl").Hash()

@@ -19,7 +19,7 @@ import (
 // quorum Client. A failed call leaves no share held and no place in the
 // queue. On success the caller must call Lock.Release.
 func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	return c.take(ctx, sharedHold, name, opts, layoutShared)
+	return c.take(ctx, sharedHold, name, opts, nil)
 }
 
 // RunWithSharedLock is RunWithLock with a shared hold (see AcquireShared).

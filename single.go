@@ -200,7 +200,7 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	if isTryAgain(err) && ref.kind == exclusiveLock {
 		// A slot in migration: release without the queue's keys, so without
 		// handing on. Rare: built here, not kept in every lock.
-		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
+		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[8]}
 		reply, err = s.run(ctx, plain, false).Int64()
 	}
 	if err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -104,10 +103,12 @@ var (
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
 
-// init sets the lock's keys from names (see lockKeys); the kind's layout adds its own.
-func (r *lockRef) init(names string, keyLen int, o *options) {
-	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
-	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
+// init sets the lock's keys from names and shared (see lockKeysShared);
+// the kind's layout may set extraKey to another key.
+func (r *lockRef) init(names, shared string, keyLen int, o *options) {
+	// One allocation for four keys: "prefix{name}", then ":q", ":qx"; and
+	// the shared holders' set, which every hand-over may fill.
+	r.key, r.queueKey, r.expiryKey, r.extraKey = names[:keyLen], names[:keyLen+2], names, shared
 	r.keyArg = r.key // boxed once, shared by every command
 	r.ttlArg = o.ttlArg
 	r.fenced = o.fencing
@@ -116,25 +117,26 @@ func (r *lockRef) init(names string, keyLen int, o *options) {
 	}
 }
 
-// commands builds the prepared commands; publish: the release's announcement.
-func (r *lockRef) commands(o *options, publish any) {
+// commands builds the prepared commands.
+func (r *lockRef) commands(o *options) {
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
-	claim := handoffClaimMs
-	if o.ttl < handoffClaim {
-		claim = o.ttl.Milliseconds()
+	// Every kind's release: the key, the queue's keys, the kind's key (a
+	// shared holders' set, a semaphore's limit), the token, and how to
+	// announce and hand over (a semaphore's with the limit its set keeps).
+	handover := o.handoverArg
+	if r.kind == semaphoreSlot {
+		handover = fmt.Sprint(handover, " ", r.arg)
 	}
-	switch r.kind {
-	case sharedHold:
-		command, _ := publish.(string)
-		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
-			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
-	case semaphoreSlot:
-		// The hand-over's lease, and the limit its set keeps.
-		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish,
-			fmt.Sprint(claim, " ", r.arg)}
-	default:
-		r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
-	}
+	r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
+		&r.extraKey, &r.token, handover}
+}
+
+// handoverArg is the last argument of a release: publish (the
+// announcement's command: PUBLISH, SPUBLISH or "" for none), a space, and
+// how long (ms) a lock handed to a waiter is held for it, handoffClaim at
+// most the TTL; built once per options (see Client.resolve).
+func handoverArg(publish any, ttl time.Duration) any {
+	return fmt.Sprint(publish, " ", min(handoffClaim, ttl).Milliseconds())
 }
 
 // scriptsOf: the scripts' SHA1s of a lock by kind, boxed once.

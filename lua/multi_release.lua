@@ -5,13 +5,16 @@
 -- KEYS     the lock keys
 -- ARGV[1]  the holder's token
 -- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: '1' goes to the channel
---          KEY .. ':released' of each key deleted; '' for none
+--          KEY .. ':released' of each key deleted; nothing for none; then
+--          what the other kinds' releases read after a space (the
+--          lockRef's release argument, see release.lua), unused here
 -- Returns  {1}      every key held the token and is deleted
 --          {0, i}   KEYS[i], the first key not ours, was gone
 --          {-1, i}  KEYS[i], the first key not ours, holds another token
 --                   or a value of another type
 --          (the keys that held the token are deleted in every case)
 local token = ARGV[1]
+local publish = string.match(ARGV[2], '^%S*')
 local reply = {1}
 for i = 1, #KEYS do
   local value = redis.pcall('GET', KEYS[i])
@@ -25,10 +28,10 @@ for i = 1, #KEYS do
     end
   elseif value == token then
     redis.call('DEL', KEYS[i])
-    if ARGV[2] ~= '' then
+    if publish ~= '' then
       -- pcall: a user not allowed to publish still releases; waiters
       -- then come back at their backoff.
-      redis.pcall(ARGV[2], KEYS[i] .. ':released', '1')
+      redis.pcall(publish, KEYS[i] .. ':released', '1')
     end
   elseif reply[1] == 1 then
     if value then
