@@ -72,8 +72,10 @@ type multiRef struct {
 	releasing          *lockRef
 	names              []string // by hash slot (on a cluster), then name
 	keys               []string // the names' lock keys, in that order
-	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes.
+	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes
+	// (a span is its queue's expiries' key); queueKeys: the queues.
 	spans     []string
+	queueKeys []string
 	fenceKeys []string // their fence counters; nil without fencing
 	groups    []multiGroup
 	oneGroup  [1]multiGroup // groups' array on one server
@@ -113,8 +115,9 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
 	m := &multiRef{first: names[0], fences: make([]int64, len(names))}
-	all := make([]string, 3*len(entries))
-	m.names, m.keys, m.spans = all[:len(entries)], all[len(entries):2*len(entries)], all[2*len(entries):]
+	n := len(entries)
+	all := make([]string, 4*n)
+	m.names, m.keys, m.spans, m.queueKeys = all[:n], all[n:2*n], all[2*n:3*n], all[3*n:]
 	if fencing {
 		m.fenceKeys = make([]string, len(entries))
 	}
@@ -123,7 +126,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		if i > 0 && e.name == entries[i-1].name {
 			return nil, invalidf("AcquireMulti: %q is given twice (names[%d] and names[%d])", e.name, entries[i-1].at, e.at)
 		}
-		m.names[i], m.keys[i], m.spans[i] = e.name, e.span[:e.keyLen], e.span
+		m.names[i], m.keys[i], m.spans[i], m.queueKeys[i] = e.name, e.span[:e.keyLen], e.span, e.span[:e.keyLen+2]
 		if fencing {
 			m.fenceKeys[i] = lockrules.Fence(m.keys[i])
 		}
@@ -142,7 +145,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 // layout shared, its commands to prepare, its fences and blocker its own.
 func (m *multiRef) fresh() *multiRef {
 	return &multiRef{first: m.first, firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
-		spans: m.spans, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
+		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
 }
 
 // prepare returns each group's EVALSHA of sha on its names' keys, then their
@@ -166,14 +169,7 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-func (m *multiRef) queues() (queues, expiries []string) {
-	both := make([]string, 2*len(m.keys))
-	queues, expiries = both[:len(m.keys)], both[len(m.keys):]
-	for i, span := range m.spans {
-		queues[i], expiries[i] = span[:len(m.keys[i])+2], span
-	}
-	return queues, expiries
-}
+func (m *multiRef) queues() (queues, expiries []string) { return m.queueKeys, m.spans }
 
 // lostName is the name a loss reports: one a script found not ours, or first.
 func (m *multiRef) lostName() string {
@@ -255,7 +251,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 	releases := m.releases
 	if m.releasing != ref {
 		// Another token than the lock's (an attempt's give-back): not kept.
-		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[8])
+		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	}
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	if err == nil {
@@ -401,7 +397,7 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 		extra, wait = append(extra, queues, expiries), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
-	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[8]), ref
+	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
