@@ -46,7 +46,7 @@ var (
 	releaseScript       = script("prelude", "handover", "release")
 	extendScript        = script("extend")
 	pttlScript          = script("pttl")
-	inspectScript       = script("state", "inspect")
+	inspectScript       = script("prelude", "state", "inspect")
 	breakScript         = script("prelude", "state", "handover", "break")
 	semExtendScript     = script("prelude", "semaphore_extend")
 	semPTTLScript       = script("prelude", "semaphore_pttl")
