@@ -61,9 +61,10 @@ type lockRef struct {
 	// multi: a lock of several names (see multi.go); key is its first's.
 	multi  *multiRef
 	fenced bool
-	// kind picks the scripts (see lockKind); extraKey and arg are what it
-	// adds: a shared hold's set of holders and a waiter's time to claim, a
-	// semaphore's limit key and limit.
+	// kind picks the scripts (see lockKind). extraKey: the name's shared
+	// holders' set, which every kind's release names (a hand-over to a
+	// shared waiter fills it), but a semaphore's, where it is the limit key
+	// and arg the limit.
 	kind     lockKind
 	extraKey string
 	arg      int64
@@ -120,9 +121,9 @@ func (r *lockRef) init(names, shared string, keyLen int, o *options) {
 // commands builds the prepared commands.
 func (r *lockRef) commands(o *options) {
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
-	// Every kind's release: the key, the queue's keys, the kind's key (a
-	// shared holders' set, a semaphore's limit), the token, and how to
-	// announce and hand over (a semaphore's with the limit its set keeps).
+	// Every kind's release: the key, the queue's keys, extraKey, the token,
+	// and how to announce and hand over (a semaphore's with the limit its
+	// set keeps).
 	handover := o.handoverArg
 	if r.kind == semaphoreSlot {
 		handover = fmt.Sprint(handover, " ", r.arg)
