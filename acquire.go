@@ -116,34 +116,34 @@ type acquisition struct {
 }
 
 // begin checks a call and registers it with Close (the caller exits it when err is nil).
-func (c *Client) begin(ctx context.Context, what, prefix, name string) (names string, keyLen int, err error) {
+func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, shared string, keyLen int, err error) {
 	if ctx == nil {
-		return "", 0, invalidf("nil context")
+		return "", "", 0, invalidf("nil context")
 	}
-	names, keyLen, err = lockKeys(prefix, name)
+	names, shared, keyLen, err = lockKeysShared(prefix, name)
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	if !c.calls.enter() {
-		return "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
+		return "", "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
 	}
 	if err := ctx.Err(); err != nil {
 		c.calls.exit()
-		return "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
+		return "", "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
 	}
-	return names, keyLen, nil
+	return names, shared, keyLen, nil
 }
 
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
-func (a *acquisition) init(names string, keyLen int, layout func(o *options, r *lockRef)) {
+func (a *acquisition) init(names, shared string, keyLen int, layout func(o *options, r *lockRef)) {
 	a.l = &hold{client: a.c, opts: a.o, name: a.name}
 	r := &a.l.ref
 	r.kind = a.kind
-	r.init(names, keyLen, a.o)
+	r.init(names, shared, keyLen, a.o)
 	if layout != nil {
 		layout(a.o, r)
 	}
-	r.commands(a.o, a.c.publish)
+	r.commands(a.o)
 	a.patience.strategy = a.o.retry
 	a.patience.observed = a.l
 	a.waits = a.patience.mayWait()
@@ -382,7 +382,7 @@ func (a *acquisition) giveBack(uncertain bool, way *onItsWay) {
 	if r.multi != nil {
 		r.multi = r.multi.fresh()
 	}
-	r.commands(a.o, a.c.publish)
+	r.commands(a.o)
 	if uncertain {
 		old.ref.markLeft = true
 		a.c.cleaner.addUncertain(&old.ref, max(a.o.ttl, queueHold), way)
@@ -757,4 +757,86 @@ func (c *Client) observeAcquire(o *options, name string, start time.Time, attemp
 		Attempts: attempts, Fence: fence, Err: err,
 		Campaign: o.campaign,
 	})
+}
+
+// take is the way in of every kind but Acquire's.
+func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
+	o, err := c.callOptions(k, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.acquireKind(ctx, k, name, o, layout)
+}
+
+// acquireKind runs an acquisition with its options resolved.
+func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
+	names, shared, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
+	if err != nil {
+		return nil, err
+	}
+	defer c.calls.exit()
+	c.checkServer(ctx, o)
+	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
+	a.init(names, shared, keyLen, layout)
+	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
+	defer a.close()
+	return a.run()
+}
+
+// callOptions checks an acquiring call before anything is sent.
+func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if len(opts) > 0 {
+		var perCall options
+		applyOptions(&perCall, opts)
+		if perCall.failOpen {
+			return nil, invalidf("WithFailOpen applies to RunWithLock only: %s cannot hand out %s it does not hold",
+				[...]string{"Acquire", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k], k.handsOut())
+		}
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	return o, c.store.serves(k)
+}
+
+// RunWithLock acquires the lock called name, runs fn while holding it, and
+// releases it, also when fn panics (the panic then continues) or ctx was
+// cancelled: on a context detached from ctx, bounded by ReleaseTimeout.
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost, with the *LostError as its cause; FenceFromContext on it gives the
+// fencing token.
+//
+// It returns fn's error, which also matches ErrLockLost (carrying the
+// *LostError) if the lock was lost while fn ran. When fn did not run it
+// returns Acquire's error (with WithFailOpen, fn runs without a lock when
+// Redis cannot be reached), or ErrInvalidArgument for a nil fn. A failed
+// release after fn is logged at Warn, not returned: the lock expires.
+func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return invalidf("nil fn for lock %q", name)
+	}
+	o, err := c.resolve(opts)
+	if err != nil {
+		return err
+	}
+	l, err := c.acquire(ctx, name, o)
+	if err != nil {
+		if o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
+			o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
+				"name", name, "error", err)
+			if o.observer != nil {
+				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
+			}
+			return fn(withLock(ctx, nil))
+		}
+		return err
+	}
+	return l.run(ctx, fn)
 }

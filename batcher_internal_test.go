@@ -93,7 +93,7 @@ func lockKeyOf(cmd redis.Cmder) string {
 	case "set":
 		pos = 1
 	case "evalsha", "eval":
-		if sha, _ := args[1].(string); sha == releaseSHA || sha == releaseSource {
+		if sha, _ := args[1].(string); sha == releaseSHA || sha == scriptSources[releaseSHA.(string)] {
 			return ""
 		}
 		pos = 3

@@ -124,7 +124,7 @@ func (q *quorumStore) breakHolder(ctx context.Context, key, id string) (Info, bo
 
 // breakHolderScript is lua/break_holder.lua, which runs the release scripts
 // of every kind as functions (see asFunction).
-var breakHolderScript = redis.NewScript(lua("state", "handover") + asFunction("releaseLock", "release") +
+var breakHolderScript = redis.NewScript(lua("prelude", "state", "handover") + asFunction("releaseLock", "release") +
 	asFunction("releaseShare", "shared_release") + asFunction("releaseSlot", "semaphore_release") + lua("break_holder"))
 
 // brokenID is the ID of the one hold a lock's break ended, for its log

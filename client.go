@@ -1,6 +1,8 @@
 package redislock
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +42,7 @@ type Client struct {
 
 // newClient is the one constructor behind New and NewQuorum.
 func newClient(st store, notify redis.UniversalClient, publish any, o options, closing chan struct{}) *Client {
-	o.ttlArg = o.ttl.Milliseconds()
+	o.ttlArg, o.handoverArg = o.ttl.Milliseconds(), handoverArg(publish, o.ttl)
 	c := &Client{store: st, opts: o, notify: notify, publish: publish, closing: closing}
 	c.cleaner = newJanitor(st, &c.bg) // no timer until it has work
 	if c.defaultsErr = c.opts.validate(); c.defaultsErr == nil {
@@ -184,7 +186,220 @@ func (c *Client) resolve(opts []Option) (*options, error) {
 		return o, err
 	}
 	if o.ttl != c.opts.ttl {
-		o.ttlArg = o.ttl.Milliseconds()
+		o.ttlArg, o.handoverArg = o.ttl.Milliseconds(), handoverArg(c.publish, o.ttl)
 	}
 	return o, c.store.check(o)
+}
+
+// Close shuts the Client down. From the call on, the acquiring calls return
+// an error matching ErrClosed, also to waiting callers. It waits for attempts
+// under way, releases every lock the Client holds in one pipeline (one per
+// node on a Cluster, at once) bounded by ctx (each lock's context cancelled
+// first, cause ErrClosed) so that another instance can take each at once,
+// and gives background give-backs one last try. It returns once nothing of the Client runs, or when ctx ends (with
+// ctx's error); nil when every lock was released, else an error saying how
+// many were not (they expire after their TTL). A second Close returns nil.
+// It does not close the go-redis client.
+func (c *Client) Close(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(c.closing)
+	var err error
+	select {
+	case <-c.calls.close():
+	case <-ctx.Done():
+		// An attempt that succeeds from now on gives its lock back (handOut).
+		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
+	}
+	c.init.Do(c.setup)
+	refs, terms := c.endHeld()
+	watchDone := c.scheduler.close()
+	c.deadlines.close()
+	c.store.stop()
+	// The network part runs on a goroutine of its own: go-redis may not
+	// honour ctx's deadline while it reads, and Close returns by that
+	// deadline; what is left stops at the go-redis client's timeouts.
+	released, swept := make(chan error, 1), make(chan struct{})
+	go func() {
+		err := c.releaseAll(ctx, refs)
+		// Elect's term ends as Close releases it, not when its lead
+		// returns (which may be before): announced for ObserveLeader now.
+		for _, key := range terms {
+			c.announceTerm(ctx, key, ReleaseTimeout)
+		}
+		released <- err
+		// Attempts under way land first: the janitor's last try finds what they took.
+		if idle := c.store.idle(); idle != nil {
+			select {
+			case <-idle:
+			case <-ctx.Done():
+			}
+		}
+		c.cleaner.flush(ctx)
+		c.waiting.close(ctx)
+		close(swept)
+	}()
+	select {
+	case e := <-released:
+		err = join(err, e)
+	case <-ctx.Done():
+		return join(err, fmt.Errorf("redislock: close: %s not confirmed released (they expire after their TTL): %w",
+			count(len(refs), "lock"), ctx.Err()))
+	}
+	select {
+	case <-swept:
+	case <-ctx.Done():
+		return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
+	}
+	return join(err, c.wait(ctx, watchDone))
+}
+
+// wait waits, within ctx, for the timers' goroutines and the restart watch.
+func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
+	for _, step := range []struct {
+		what string
+		done <-chan struct{}
+	}{{"the watchdog", c.bg.close()}, {"the restart watch", watchDone}} {
+		if step.done == nil {
+			continue
+		}
+		select {
+		case <-step.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redislock: close: waiting for %s: %w", step.what, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// endHeld ends every hold with ErrClosed now, and returns what is left to
+// release: the locks no Release is sending, and the keys of Elect's terms
+// among them.
+func (c *Client) endHeld() (refs []*lockRef, terms []string) {
+	for _, l := range c.deadlines.held() {
+		cause := fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name)
+		l.mu.Lock()
+		mine := l.releasing == releaseNone
+		if mine {
+			l.releasing = releaseDone
+		}
+		l.mu.Unlock()
+		if !mine {
+			continue // a Release is on it
+		}
+		if room, ok := l.end(cause); ok {
+			if room != nil {
+				c.waiting.leave(room, true)
+			}
+			refs = append(refs, &l.ref)
+			if l.opts.campaign {
+				terms = append(terms, l.ref.key)
+			}
+		}
+	}
+	return refs, terms
+}
+
+func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	_, errs := c.store.abandon(ctx, refs)
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("redislock: close: %d of %d locks not released (they expire after their TTL) after %v: %w",
+			failed, len(refs), time.Since(start).Round(time.Millisecond), first)
+	}
+	return nil
+}
+
+// checkServer runs the check once per Client, with the first call's logger.
+func (c *Client) checkServer(ctx context.Context, o *options) {
+	c.serverChecked.Do(func() {
+		sc, ok := c.store.(serverChecker)
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverCheckTimeout)
+		defer cancel()
+		maxmemory, policy, err := sc.evictionPolicy(ctx)
+		logger := o.log()
+		switch {
+		case err != nil:
+			logger.Debug("redislock: could not read the server's eviction policy", "error", err)
+		case policy == "noeviction" || policy == "":
+		case maxmemory == "0":
+			logger.Debug("redislock: the server has no memory limit, so its eviction policy does not apply", "maxmemory_policy", policy)
+		default:
+			logger.Warn("redislock: Redis may evict lock keys under memory pressure: a lock can vanish while held, and a second holder take it while the first still believes it holds"+
+				evictsCounters(policy)+"; set maxmemory-policy noeviction on servers that hold locks",
+				"maxmemory_policy", policy, "maxmemory", maxmemory)
+		}
+	})
+}
+
+// leaveWait is the least a waiter that gives up waits for Client.leave:
+// 0, the link's usual round trip decides (a var for tests).
+var leaveWait time.Duration
+
+// leave takes ref's place out of the lock's queue, and gives back a lock
+// handed to it meanwhile (or one it took, see acquisition.giveBack), on a
+// goroutine of its own (go-redis may not honour a deadline while it reads);
+// the janitor retries a failure until until. The
+// waiter waits for it as long as the link usually takes (the batcher's
+// usualWait, its late rule) from when that goroutine runs (a busy CPU is
+// no stalled link): on a healthy link the give-back has landed when the
+// waiter returns, so no release can hand it the lock after it left, and
+// none of its commands is still on a connection when its caller goes on
+// (and, say, closes the go-redis client); on a stalled link it returns at
+// once, and leaving is finished in the background. (A constant 250 ms made
+// every waiter that gave up on a stalled link return that late.)
+func (c *Client) leave(ref *lockRef, until time.Time) {
+	if !c.bg.enter() {
+		return // Client.Close swept what was left; the place lapses
+	}
+	running, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer c.bg.exit()
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+		defer cancel()
+		close(running)
+		if _, errs := c.store.abandon(ctx, []*lockRef{ref}); errs[0] != nil {
+			c.cleaner.add(ref, until)
+		}
+	}()
+	wait := defaultMaxLate // a client that does not batch: the bound of a late send
+	if s, ok := c.store.(singleStore); ok && s.batch != nil {
+		wait = s.batch.usualWait(s.batch.lane(context.Background(), ref.key))
+	}
+	select {
+	case <-running:
+	case <-c.closing: // Close tells its waiters at once
+		return
+	}
+	t := time.NewTimer(max(wait, leaveWait))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-c.closing:
+	}
 }

@@ -22,10 +22,10 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 
 	o, err := c.campaignOptions(nil)
 	require.NoError(t, err)
-	names, keyLen, err := lockKeys(o.prefix, "leader")
+	names, shared, keyLen, err := lockKeysShared(o.prefix, "leader")
 	require.NoError(t, err)
 	a := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", kind: exclusiveLock, start: time.Now()}}
-	a.init(names, keyLen, nil)
+	a.init(names, shared, keyLen, nil)
 	defer a.close()
 	_, hasDeadline := a.ctx.Deadline()
 	require.False(t, hasDeadline, "a campaign's wait is capped")
@@ -36,7 +36,7 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 
 	// An Acquire with the same defaults keeps its cap.
 	plain := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", kind: exclusiveLock, start: time.Now()}}
-	plain.init(names, keyLen, nil)
+	plain.init(names, shared, keyLen, nil)
 	defer plain.close()
 	_, hasDeadline = plain.ctx.Deadline()
 	require.True(t, hasDeadline)

@@ -2,6 +2,9 @@ package redislock
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +45,21 @@ func GiveBackShared(ctx context.Context, rdb redis.UniversalClient, key, token s
 	keys := []string{key, lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key)}
 	return sharedReleaseScript.Run(ctx, rdb, keys, token, "PUBLISH 1000", "1").Err()
 }
+
+// Script returns the SHA1 and the source of the script lua/name.lua as the
+// library sends it: with the functions it starts with (see scripts.go).
+func Script(name string) (sha, source string) {
+	file := lua(name)
+	for sha, source := range scriptSources {
+		if strings.HasSuffix(source, file) {
+			return sha, source
+		}
+	}
+	panic("redislock: no script ends with lua/" + name + ".lua")
+}
+
+// ScriptHashes returns the SHA1 of every script the library sends.
+func ScriptHashes() []string { return slices.Collect(maps.Keys(scriptSources)) }
 
 // ScriptCalls is a go-redis hook that counts the calls of one of the
 // library's scripts, lone or pipelined, once answered (see scriptCount).

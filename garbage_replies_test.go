@@ -3,13 +3,10 @@ package redislock_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,21 +58,11 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 		conns: map[net.Conn]struct{}{},
 	}
 	for name := range f.replies {
-		src, err := os.ReadFile("lua/" + name + ".lua")
-		require.NoError(t, err)
-		// Some start with the functions of state.lua and handover.lua,
-		// in this order (scripts.go).
-		preludes := map[string][]string{"inspect": {"state"}, "break": {"state", "handover"}, "release": {"handover"}}
-		var full []byte
-		for _, prelude := range preludes[name] {
-			code, err := os.ReadFile("lua/" + prelude + ".lua")
-			require.NoError(t, err)
-			full = append(full, code...)
-		}
-		src = append(full, src...)
-		sum := sha1.Sum(src)
-		f.scripts[hex.EncodeToString(sum[:])] = name
-		f.scripts[string(src)] = name
+		// As the library sends it: some start with the functions of other
+		// files (scripts.go).
+		sha, src := redislock.Script(name)
+		f.scripts[sha] = name
+		f.scripts[src] = name
 	}
 	f.wg.Add(1)
 	go f.serve()

@@ -263,7 +263,7 @@ func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []In
 		}
 	}
 	infos, holders, errs = make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
-	for i, reply := range s.runGroups(ctx, inspectSource, cmds, len(cmds)) {
+	for i, reply := range s.runGroups(ctx, cmds, len(cmds)) {
 		infos[i], holders[i], errs[i] = parseInspect(reply)
 	}
 	return infos, holders, errs

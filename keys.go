@@ -15,13 +15,25 @@ import (
 // string (the key is its first keyLen bytes), or an invalid-argument error.
 func lockKeys(prefix, name string) (names string, keyLen int, err error) {
 	names, keyLen, err = lockrules.WithExpiry(prefix, name)
-	if err != nil {
-		if errors.Is(err, lockrules.ErrEmptyName) {
-			return "", 0, invalidf("empty lock name")
-		}
-		return "", 0, invalidf("%v", err)
+	return names, keyLen, keyError(err)
+}
+
+// lockKeysShared is lockKeys with the shared holders' set, from the same
+// allocation: the release of every kind that hands a lock over names it.
+func lockKeysShared(prefix, name string) (names, shared string, keyLen int, err error) {
+	names, shared, keyLen, err = lockrules.WithShared(prefix, name)
+	return names, shared, keyLen, keyError(err)
+}
+
+// keyError is the invalid-argument error of a name lockrules refuses.
+func keyError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lockrules.ErrEmptyName):
+		return invalidf("empty lock name")
 	}
-	return names, keyLen, nil
+	return invalidf("%v", err)
 }
 
 // handoffTicket names the waiter a release hands the lock to: the first 16

@@ -1,9 +1,7 @@
 package redislock
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
 )
@@ -43,55 +41,6 @@ func (k lockKind) waiterMark() string { return [...]string{"", "s", "n", ""}[k] 
 // it lets go; other kinds pass it on (others may hold with them, or their
 // release sends no attempt).
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
-
-// take is the way in of every kind but Acquire's.
-func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
-	o, err := c.callOptions(k, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.acquireKind(ctx, k, name, o, layout)
-}
-
-// acquireKind runs an acquisition with its options resolved.
-func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
-	names, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
-	if err != nil {
-		return nil, err
-	}
-	defer c.calls.exit()
-	c.checkServer(ctx, o)
-	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
-	a.init(names, keyLen, layout)
-	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
-	defer a.close()
-	return a.run()
-}
-
-// callOptions checks an acquiring call before anything is sent.
-func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if len(opts) > 0 {
-		var perCall options
-		applyOptions(&perCall, opts)
-		if perCall.failOpen {
-			return nil, invalidf("WithFailOpen applies to RunWithLock only: %s cannot hand out %s it does not hold",
-				[...]string{"Acquire", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k], k.handsOut())
-		}
-	}
-	o, err := c.resolve(opts)
-	if err != nil {
-		return nil, err
-	}
-	return o, c.store.serves(k)
-}
-
-func layoutShared(o *options, r *lockRef) {
-	r.extraKey = lockrules.Shared(r.key)
-	r.arg = min(handoffClaim, o.ttl).Milliseconds()
-}
 
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {

@@ -343,6 +343,49 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
+func TestEveryKindRunsAfterAScriptFlush(t *testing.T) {
+	// Each kind's acquire, extend, TTL and release, and Close's give-back of
+	// several locks in one pipeline, with the script cache emptied before
+	// each (a restart, SCRIPT FLUSH): each EVALSHA misses, and goes again as
+	// EVAL (runScripts).
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet, redislock.WithFencing(), redislock.WithWatchdog(false))
+		flush := func() { require.NoError(t, b.rdb.ScriptFlush(ctx).Err()) }
+		kinds := map[string]func() (*redislock.Lock, error){
+			"exclusive": func() (*redislock.Lock, error) { return c.Acquire(ctx, "x") },
+			"shared":    func() (*redislock.Lock, error) { return c.AcquireShared(ctx, "s") },
+			"semaphore": func() (*redislock.Lock, error) { return c.AcquireSemaphore(ctx, "n", 2) },
+			"multi":     func() (*redislock.Lock, error) { return c.AcquireMulti(ctx, []string{"m1", "m2", "m3"}) },
+		}
+		for kind, acquire := range kinds {
+			flush()
+			l, err := acquire()
+			require.NoError(t, err, kind)
+			require.Positive(t, l.Fence(), kind)
+			flush()
+			require.NoError(t, l.Extend(ctx, time.Minute), kind)
+			flush()
+			left, err := l.TTL(ctx)
+			require.NoError(t, err, kind)
+			require.Greater(t, left, 30*time.Second, "%s: extended to a minute", kind)
+			flush()
+			require.NoError(t, l.Release(ctx), kind)
+		}
+		var held []*redislock.Lock
+		for kind, acquire := range kinds {
+			l, err := acquire()
+			require.NoError(t, err, kind)
+			held = append(held, l)
+		}
+		flush()
+		require.NoError(t, c.Close(ctx), "every lock given back after NOSCRIPT")
+		for _, l := range held {
+			require.Zero(t, b.rdb.Exists(ctx, l.Key()).Val(), "%s given back", l.Key())
+		}
+	})
+}
+
 func TestClusterSlotMatchesKnownValues(t *testing.T) {
 	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
 	require.Equal(t, 12739, clusterSlot("123456789"))

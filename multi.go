@@ -72,8 +72,10 @@ type multiRef struct {
 	releasing          *lockRef
 	names              []string // by hash slot (on a cluster), then name
 	keys               []string // the names' lock keys, in that order
-	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes.
+	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes
+	// (a span is its queue's expiries' key); queueKeys: the queues.
 	spans     []string
+	queueKeys []string
 	fenceKeys []string // their fence counters; nil without fencing
 	groups    []multiGroup
 	oneGroup  [1]multiGroup // groups' array on one server
@@ -113,8 +115,9 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
 	m := &multiRef{first: names[0], fences: make([]int64, len(names))}
-	all := make([]string, 3*len(entries))
-	m.names, m.keys, m.spans = all[:len(entries)], all[len(entries):2*len(entries)], all[2*len(entries):]
+	n := len(entries)
+	all := make([]string, 4*n)
+	m.names, m.keys, m.spans, m.queueKeys = all[:n], all[n:2*n], all[2*n:3*n], all[3*n:]
 	if fencing {
 		m.fenceKeys = make([]string, len(entries))
 	}
@@ -123,7 +126,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		if i > 0 && e.name == entries[i-1].name {
 			return nil, invalidf("AcquireMulti: %q is given twice (names[%d] and names[%d])", e.name, entries[i-1].at, e.at)
 		}
-		m.names[i], m.keys[i], m.spans[i] = e.name, e.span[:e.keyLen], e.span
+		m.names[i], m.keys[i], m.spans[i], m.queueKeys[i] = e.name, e.span[:e.keyLen], e.span, e.span[:e.keyLen+2]
 		if fencing {
 			m.fenceKeys[i] = lockrules.Fence(m.keys[i])
 		}
@@ -142,7 +145,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 // layout shared, its commands to prepare, its fences and blocker its own.
 func (m *multiRef) fresh() *multiRef {
 	return &multiRef{first: m.first, firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
-		spans: m.spans, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
+		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
 }
 
 // prepare returns each group's EVALSHA of sha on its names' keys, then their
@@ -166,14 +169,7 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-func (m *multiRef) queues() (queues, expiries []string) {
-	both := make([]string, 2*len(m.keys))
-	queues, expiries = both[:len(m.keys)], both[len(m.keys):]
-	for i, span := range m.spans {
-		queues[i], expiries[i] = span[:len(m.keys[i])+2], span
-	}
-	return queues, expiries
-}
+func (m *multiRef) queues() (queues, expiries []string) { return m.queueKeys, m.spans }
 
 // lostName is the name a loss reports: one a script found not ours, or first.
 func (m *multiRef) lostName() string {
@@ -205,33 +201,17 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 }
 
 // runGroups sends the first upto of cmds: one through the batcher, several
-// in one pipeline, again with EVAL after NOSCRIPT.
-func (s singleStore) runGroups(ctx context.Context, source string, cmds [][]any, upto int) []*redis.Cmd {
+// in one pipeline (see runScripts).
+func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*redis.Cmd {
 	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
-		replies[0] = s.run(ctx, source, cmds[0], false)
+		replies[0] = s.run(ctx, cmds[0], false)
 		return replies
 	}
-	pipe := s.rdb.Pipeline()
-	send := func(i int, cmd []any) {
-		replies[i] = redis.NewCmd(ctx, cmd...)
-		replies[i].SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, replies[i])
-	}
 	for i := range upto {
-		send(i, cmds[i])
+		replies[i] = scriptCmd(ctx, cmds[i])
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	again := false
-	for i := range upto {
-		if err := replies[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			send(i, append([]any{"eval", source}, cmds[i][2:]...))
-			again = true
-		}
-	}
-	if again {
-		_, _ = pipe.Exec(ctx)
-	}
+	runScripts(ctx, replies, s.pipelined(ctx, false))
 	return replies
 }
 
@@ -255,14 +235,14 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 // a name is not ours (see lost); with WithReplicaAck, one group and its WAIT.
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
-		cmd, ackErr := runAcked(ctx, s.rdb, o, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
+		cmd, ackErr := runAcked(ctx, s.rdb, o, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
 		reply, err := m.verdict(cmd, m.groups[0])
 		if err == nil && reply == replyDone && ackErr != nil {
 			err = ackErr // extended on the primary only: not confirmed
 		}
 		return reply, err
 	}
-	return combine(m, s.runGroups(ctx, multiExtendSource, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
+	return combine(m, s.runGroups(ctx, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
 // releaseMulti deletes the names of ref's first upto groups that hold ref.token.
@@ -271,9 +251,9 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 	releases := m.releases
 	if m.releasing != ref {
 		// Another token than the lock's (an attempt's give-back): not kept.
-		releases = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7])
+		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	}
-	reply, err := combine(m, s.runGroups(ctx, multiReleaseSource, releases, upto))
+	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	if err == nil {
 		s.ranScript()
 	}
@@ -284,7 +264,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 // first name not ours.
 func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error) {
 	m := ref.multi
-	cmds := s.runGroups(ctx, multiPTTLSource, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
+	cmds := s.runGroups(ctx, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
 	shortest := int64(-1)
 	for i, cmd := range cmds {
 		reply, err := m.verdict(cmd, m.groups[i])
@@ -375,9 +355,9 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		var cmd *redis.Cmd
 		var ackErr error
 		if o.replicas > 0 {
-			cmd, ackErr = runAcked(ctx, s.rdb, o, multiAcquireSource, m.acquires[gi])
+			cmd, ackErr = runAcked(ctx, s.rdb, o, m.acquires[gi])
 		} else {
-			cmd = s.run(ctx, multiAcquireSource, m.acquires[gi], ref.waiting)
+			cmd = s.run(ctx, m.acquires[gi], ref.waiting)
 		}
 		took, heldAt, holder, err := parseMultiAcquire(cmd, m.fences[g.from:g.to], o.fencing)
 		if err == nil && took && ackErr != nil {
@@ -417,7 +397,7 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 		extra, wait = append(extra, queues, expiries), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
-	m.releases, m.releasing = m.prepare(multiReleaseSHA, nil, &ref.token, ref.releaseArgs[7]), ref
+	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
@@ -462,4 +442,18 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		return false, int(i - 1), holderTTL(pttl), nil
 	}
 	return false, 0, 0, bad()
+}
+
+// RunWithLockMulti is RunWithLock with all of names (see AcquireMulti):
+// LockFromContext(ctx).FenceOf gives each name's fence. When fn did not run
+// it returns AcquireMulti's error; WithFailOpen is refused.
+func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for locks %q", names)
+	}
+	l, err := c.AcquireMulti(ctx, names, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
 }

@@ -500,3 +500,69 @@ func TestAMultiWaiterComesBackWhenTheHoldersLeaseEnds(t *testing.T) {
 		require.NoError(t, l.Release(ctx))
 	})
 }
+
+func TestAMultiReleaseAnnouncesOnlyWhereSomeoneWaits(t *testing.T) {
+	// A release with nobody in line announces nothing (docs/how-it-works.md):
+	// a multi lock's release publishes on a name's channel only when its
+	// queue holds someone. A subscriber to every name's channel sees the
+	// release's messages before the end marks the test publishes after it
+	// (one connection gets a server's messages in order): no wait on time.
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		names := []string{"ann:a", "ann:b", "ann:c"}
+		channel := func(name string) string { return "lock:{" + name + "}:released" }
+		var channels []string
+		for _, name := range names {
+			channels = append(channels, channel(name))
+		}
+		heard := func(release func()) []string {
+			t.Helper()
+			sub := b.rdb.Subscribe(ctx, channels...)
+			defer sub.Close()
+			_, err := sub.Receive(ctx) // subscribed to the first channel...
+			require.NoError(t, err)
+			for range channels[1:] { // ...and to the others
+				_, err := sub.Receive(ctx)
+				require.NoError(t, err)
+			}
+			release()
+			for _, ch := range channels {
+				require.NoError(t, b.rdb.Publish(ctx, ch, "end").Err())
+			}
+			var got []string
+			for ends := 0; ends < len(channels); {
+				msg, err := sub.ReceiveMessage(ctx)
+				require.NoError(t, err)
+				if msg.Payload == "end" {
+					ends++
+					continue
+				}
+				got = append(got, msg.Channel+" "+msg.Payload)
+			}
+			return got
+		}
+		c := redislock.New(b.rdb, quiet)
+
+		l, err := c.AcquireMulti(ctx, names)
+		require.NoError(t, err)
+		require.Empty(t, heard(func() { require.NoError(t, l.Release(ctx)) }), "nobody waits: nothing announced")
+
+		l, err = c.AcquireMulti(ctx, names)
+		require.NoError(t, err)
+		waiter := redislock.New(newRedisClient(t, b.rdb.Options().Addr), quiet)
+		got := make(chan error, 1)
+		go func() {
+			w, err := waiter.Acquire(ctx, names[1], redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
+			if err == nil {
+				err = w.Release(ctx)
+			}
+			got <- err
+		}()
+		eventually(t, 10*time.Second, func() bool { return b.rdb.ZCard(ctx, "lock:{ann:b}:q").Val() == 1 }, "the waiter never queued")
+		require.Equal(t, []string{channel(names[1]) + " 1"},
+			heard(func() { require.NoError(t, l.Release(ctx)) }), "only the name someone waits for is announced")
+		require.NoError(t, <-got)
+		require.NoError(t, waiter.Close(ctx))
+	})
+}

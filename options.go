@@ -56,6 +56,7 @@ type options struct {
 	metadata       string // WithMetadata; "" for none
 	err            error  // bad option values, reported by every call
 	ttlArg         any    // ttl in milliseconds, boxed once (see lockRef); set by Client.resolve
+	handoverArg    any    // a release's last argument (see handoverArg); set with ttlArg
 	campaign       bool   // Elect's acquisitions: no MaxWaitWithoutDeadline cap
 }
 

@@ -45,6 +45,23 @@ func TestReplicaAck(t *testing.T) {
 		require.NoError(t, l.Extend(ctx, time.Minute))
 		require.NoError(t, l.Release(ctx))
 	})
+	t.Run("with an empty script cache, each command and its WAIT go again as EVAL", func(t *testing.T) {
+		// 5 s: as above.
+		c := redislock.New(primary, quiet, redislock.WithReplicaAck(1, 5*time.Second), redislock.WithFencing())
+		flush := func() { require.NoError(t, primary.ScriptFlush(ctx).Err()) }
+		for _, acquire := range []func() (*redislock.Lock, error){
+			func() (*redislock.Lock, error) { return c.Acquire(ctx, "flushed") },
+			func() (*redislock.Lock, error) { return c.AcquireMulti(ctx, []string{"flushed:a", "flushed:b"}) },
+		} {
+			flush()
+			l, err := acquire()
+			require.NoError(t, err)
+			flush()
+			require.NoError(t, l.Extend(ctx, time.Minute))
+			flush()
+			require.NoError(t, l.Release(ctx))
+		}
+	})
 	t.Run("too few replicas: ErrReplicaAck and nothing left held", func(t *testing.T) {
 		// The one replica acknowledges within the second even on a loaded
 		// machine (50 ms it missed), the second never does: it takes the second.

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -121,11 +120,8 @@ type attempts struct {
 var acquireScripts = func() map[string]bool {
 	scripts := map[string]bool{}
 	for _, name := range []string{"acquire", "shared_acquire", "semaphore_acquire", "multi_acquire"} {
-		src, err := os.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		scripts[string(src)], scripts[redis.NewScript(string(src)).Hash()] = true, true
+		sha, src := redislock.Script(name)
+		scripts[src], scripts[sha] = true, true
 	}
 	return scripts
 }()

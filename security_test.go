@@ -6,11 +6,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -127,14 +125,7 @@ func (s *scriptStub) record(token string) {
 }
 
 // acquireSHA is the SHA1 of the acquire script, as EVALSHA names it.
-var acquireSHA = func() string {
-	src, err := os.ReadFile("lua/acquire.lua")
-	if err != nil {
-		panic(err)
-	}
-	sum := sha1.Sum(src)
-	return hex.EncodeToString(sum[:])
-}()
+var acquireSHA, _ = redislock.Script("acquire")
 
 func TestTokensAreDistinctAndRandom(t *testing.T) {
 	t.Parallel()

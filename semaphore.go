@@ -34,3 +34,17 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 	}
 	return c.take(ctx, semaphoreSlot, name, opts, layoutSemaphore(limit))
 }
+
+// RunWithSemaphore is RunWithLock with a slot of the semaphore called name
+// (see AcquireSemaphore), whose error it returns when fn did not run;
+// WithFailOpen is refused.
+func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for semaphore %q", name)
+	}
+	l, err := c.AcquireSemaphore(ctx, name, limit, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}

@@ -19,5 +19,19 @@ import (
 // quorum Client. A failed call leaves no share held and no place in the
 // queue. On success the caller must call Lock.Release.
 func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	return c.take(ctx, sharedHold, name, opts, layoutShared)
+	return c.take(ctx, sharedHold, name, opts, nil)
+}
+
+// RunWithSharedLock is RunWithLock with a shared hold (see AcquireShared).
+// When fn did not run it returns AcquireShared's error; WithFailOpen is
+// refused.
+func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn for shared lock %q", name)
+	}
+	l, err := c.AcquireShared(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
 }

@@ -46,19 +46,14 @@ func (s singleStore) publishCommand() string {
 	return "PUBLISH"
 }
 
-// run sends a prebuilt EVALSHA (keys from args[3]), and EVAL after NOSCRIPT.
-func (s singleStore) run(ctx context.Context, source string, args []any, waiting bool) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
+// run sends a prebuilt EVALSHA (keys from args[3]) through send, and again
+// as evalAgain says (not runScripts: this is every lock's path, and one
+// command needs no slice).
+func (s singleStore) run(ctx context.Context, args []any, waiting bool) *redis.Cmd {
 	key, _ := args[3].(string)
-	cmd = s.send(ctx, key, cmd, waiting)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		eval := make([]any, len(args))
-		copy(eval, args)
-		eval[0], eval[1] = "eval", source
-		cmd = redis.NewCmd(ctx, eval...)
-		cmd.SetFirstKeyPos(3)
-		cmd = s.send(ctx, key, cmd, waiting)
+	cmd := s.send(ctx, key, scriptCmd(ctx, args), waiting)
+	if eval := evalAgain(ctx, cmd); eval != nil {
+		cmd = s.send(ctx, key, eval, waiting)
 	}
 	return cmd
 }
@@ -116,11 +111,11 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		}
 		// Not set: the script says why.
 	}
-	reply := s.run(ctx, ref.acquireSource(), ref.acquireCommand(true), ref.waiting)
+	reply := s.run(ctx, ref.acquireCommand(true), ref.waiting)
 	if ref.waiting && ref.kind == exclusiveLock && isTryAgain(reply.Err()) {
 		// A slot in migration refuses scripts whose keys are not all there
 		// (the queue's): wait without a place in the queue meanwhile.
-		reply = s.run(ctx, acquireSource, ref.acquireCommand(false), true)
+		reply = s.run(ctx, ref.acquireCommand(false), true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
@@ -133,7 +128,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 // too few replicas acknowledged fails with ErrReplicaAck: not safe to hold,
 // a failover could lose it; the caller gives it back (acquisition.failed).
 func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
-	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireSource(), ref.acquireCommand(true))
+	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireCommand(true))
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil && acquired && ackErr != nil {
 		return false, 0, 0, ackErr
@@ -201,12 +196,12 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	if ref.multi != nil {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
-	reply, err := s.run(ctx, ref.releaseSource(), ref.releaseArgs[:], false).Int64()
+	reply, err := s.run(ctx, ref.releaseArgs[:], false).Int64()
 	if isTryAgain(err) && ref.kind == exclusiveLock {
 		// A slot in migration: release without the queue's keys, so without
 		// handing on. Rare: built here, not kept in every lock.
-		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[7]}
-		reply, err = s.run(ctx, releaseSource, plain, false).Int64()
+		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[8]}
+		reply, err = s.run(ctx, plain, false).Int64()
 	}
 	if err == nil {
 		s.ranScript()
@@ -222,19 +217,18 @@ type releaseAttempter interface {
 }
 
 func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) (*earlyAttempt, int64, error) {
-	rel := redis.NewCmd(ctx, ref.releaseArgs[:]...)
-	rel.SetFirstKeyPos(3)
-	acq := redis.NewCmd(ctx, next.acquireCommand(true)...)
-	acq.SetFirstKeyPos(3)
+	rel, acq := scriptCmd(ctx, ref.releaseArgs[:]), scriptCmd(ctx, next.acquireCommand(true))
 	pipe := s.rdb.Pipeline()
 	_ = pipe.Process(ctx, rel)
 	_ = pipe.Process(ctx, acq)
 	sent := time.Now()
 	_, err := pipe.Exec(ctx)
 	s.slots.note(err)
-	if err := rel.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isTryAgain(err)) {
-		// The script cache was flushed (both failed) or the slot is
-		// migrating: release the long way; the waiter makes its own attempt.
+	if err := rel.Err(); scriptMissing(err) || isTryAgain(err) {
+		// The script cache was flushed (the release, and maybe the attempt
+		// after it, ran nothing) or the slot is migrating: release the long
+		// way (run sends it as EVAL); the waiter makes its own
+		// attempt, as one sent with a release that ran nothing tells nothing.
 		reply, err := s.release(ctx, ref)
 		return nil, reply, err
 	}
@@ -259,37 +253,47 @@ func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []e
 // abandonOn is abandon for refs on one node.
 func (s singleStore) abandonOn(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	cmds := make([]*redis.Cmd, len(refs))
-	args := make([][]any, len(refs))
-	pipe := s.rdb.Pipeline()
 	for i, ref := range refs {
-		args[i] = ref.giveBackArgs()
-		cmds[i] = redis.NewCmd(ctx, args[i]...)
-		cmds[i].SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, cmds[i])
+		cmds[i] = scriptCmd(ctx, ref.giveBackArgs())
 	}
-	var err error
-	if len(refs) == 1 {
-		// One command goes on the main pool: go-redis dials pipeline
-		// connections on demand, and a Close that gives back one lock (a
-		// leader's) should hand it over in a round trip, not a dial.
-		err = s.rdb.Process(ctx, cmds[0])
-	} else {
-		_, err = pipe.Exec(ctx) // errors are read per command
-	}
-	s.slots.note(err)
+	runScripts(ctx, cmds, s.pipelined(ctx, true))
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	for i, cmd := range cmds {
 		replies[i], errs[i] = cmd.Int64()
-		switch {
-		case errs[i] == nil:
-		case redis.HasErrorPrefix(errs[i], "NOSCRIPT"):
-			replies[i], errs[i] = s.run(ctx, refs[i].releaseSource(), args[i], false).Int64()
-		case isTryAgain(errs[i]):
+		if isTryAgain(errs[i]) {
 			// The slot is migrating (see release); a place left lapses.
 			replies[i], errs[i] = s.release(ctx, refs[i])
 		}
 	}
 	return replies, errs
+}
+
+// pipelined is a send for runScripts: the commands in one pipeline, on
+// one node (errors are read per command), and with alone a lone command on
+// the main pool: go-redis dials pipeline connections on demand, and a
+// Close that gives back one lock (a leader's) should hand it over in a
+// round trip, not a dial.
+func (s singleStore) pipelined(ctx context.Context, alone bool) func([]*redis.Cmd) {
+	return func(cmds []*redis.Cmd) {
+		pipe := s.rdb.Pipeline()
+		var last *redis.Cmd
+		for _, cmd := range cmds {
+			if cmd != nil {
+				_ = pipe.Process(ctx, cmd)
+				last = cmd
+			}
+		}
+		var err error
+		switch {
+		case last == nil:
+			return
+		case alone && pipe.Len() == 1:
+			err = s.rdb.Process(ctx, last)
+		default:
+			_, err = pipe.Exec(ctx)
+		}
+		s.slots.note(err)
+	}
 }
 
 func (s singleStore) ranScript() {
@@ -299,43 +303,36 @@ func (s singleStore) ranScript() {
 }
 
 func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, error) {
-	return releaseScript.Run(ctx, s.rdb, []string{key}, token, s.publishCommand()).Int64()
+	return runOn(ctx, s.rdb, scriptArgs(releaseScript, []string{key}, token, s.publishCommand())).Int64()
 }
 
 func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
+	script, keys := pttlScript, []string{ref.key}
 	switch ref.kind {
 	case multiLock:
 		return s.pttlMulti(ctx, ref)
 	case semaphoreSlot:
-		return semPTTLScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
+		script = semPTTLScript
 	case sharedHold:
-		return sharedPTTLScript.Run(ctx, s.rdb, []string{ref.key, ref.extraKey}, ref.token).Int64()
+		script, keys = sharedPTTLScript, []string{ref.key, ref.extraKey}
 	}
-	return pttlScript.Run(ctx, s.rdb, []string{ref.key}, ref.token).Int64()
+	return runOn(ctx, s.rdb, scriptArgs(script, keys, ref.token)).Int64()
+}
+
+// runOn sends a script command on rdb, not batched (see runScripts).
+func runOn(ctx context.Context, rdb redis.UniversalClient, args []any) *redis.Cmd {
+	cmds := []*redis.Cmd{scriptCmd(ctx, args)}
+	runScripts(ctx, cmds, func(cmds []*redis.Cmd) { _ = rdb.Process(ctx, cmds[0]) })
+	return cmds[0]
 }
 
 // runScript runs script and, with WithReplicaAck, WAIT in the same pipeline;
 // ackErr (matching ErrReplicaAck) says when the replicas fell short.
 func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
 	if o.replicas == 0 {
-		return script.Run(ctx, rdb, keys, args...), nil
+		return runOn(ctx, rdb, scriptArgs(script, keys, args...)), nil
 	}
-	var acked func() (int64, error)
-	exec := func(useSHA bool) {
-		pipe := rdb.Pipeline()
-		if useSHA {
-			reply = script.EvalSha(ctx, pipe, keys, args...)
-		} else {
-			reply = script.Eval(ctx, pipe, keys, args...)
-		}
-		acked = wait(ctx, pipe, o)
-		_, _ = pipe.Exec(ctx) // errors are read from each command
-	}
-	exec(true)
-	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
-		exec(false)
-	}
-	return reply, ackOf(reply, acked, o)
+	return runAcked(ctx, rdb, o, scriptArgs(script, keys, args...))
 }
 
 func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
@@ -350,23 +347,17 @@ func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, 
 }
 
 // runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
-// keys, args), source being the script's for EVAL after NOSCRIPT.
-func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, source string, command []any) (reply *redis.Cmd, ackErr error) {
-	pipe := rdb.Pipeline()
-	send := func(command []any) func() (int64, error) {
-		reply = redis.NewCmd(ctx, command...)
-		reply.SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, reply)
-		acked := wait(ctx, pipe, o)
+// keys, args): the script and WAIT in one pipeline.
+func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, command []any) (reply *redis.Cmd, ackErr error) {
+	cmds := []*redis.Cmd{scriptCmd(ctx, command)}
+	var acked func() (int64, error)
+	runScripts(ctx, cmds, func(cmds []*redis.Cmd) {
+		pipe := rdb.Pipeline()
+		_ = pipe.Process(ctx, cmds[0])
+		acked = wait(ctx, pipe, o)
 		_, _ = pipe.Exec(ctx) // errors are read from each command
-		return acked
-	}
-	acked := send(command)
-	if err := reply.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		eval := append([]any{"eval", source}, command[2:]...)
-		acked = send(eval)
-	}
-	return reply, ackOf(reply, acked, o)
+	})
+	return cmds[0], ackOf(cmds[0], acked, o)
 }
 
 // ackOf is the ErrReplicaAck of a script's reply whose WAIT answered
@@ -385,33 +376,18 @@ func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
 	return nil
 }
 
-// extendBatch extends many locks, on one node, in one pipeline (EVAL after
-// NOSCRIPT); those with WithReplicaAck and multi locks go one by one.
+// extendBatch extends many locks, on one node, in one pipeline (see
+// runScripts); those with WithReplicaAck and multi locks go one by one.
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
-	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
 		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
 			continue // one by one, below
 		}
 		script, keys := extendCommand(&reqs[i])
-		cmds[i] = script.EvalSha(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
+		cmds[i] = scriptCmd(ctx, scriptArgs(script, keys, reqs[i].token, reqs[i].ttl.Milliseconds()))
 	}
-	if pipe.Len() > 0 {
-		_, err := pipe.Exec(ctx) // errors are read per command
-		s.slots.note(err)
-	}
-	var retry []int
-	for i, cmd := range cmds {
-		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			retry = append(retry, i)
-			script, keys := extendCommand(&reqs[i])
-			cmds[i] = script.Eval(ctx, pipe, keys, reqs[i].token, reqs[i].ttl.Milliseconds())
-		}
-	}
-	if len(retry) > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
+	runScripts(ctx, cmds, s.pipelined(ctx, false))
 	for i := range reqs {
 		r := &reqs[i]
 		if cmds[i] == nil { // WithReplicaAck, or a multi lock

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -70,9 +69,10 @@ type lockRef struct {
 	// multi: a lock of several names (see multi.go); key is its first's.
 	multi  *multiRef
 	fenced bool
-	// kind picks the scripts (see lockKind); extraKey and arg are what it
-	// adds: a shared hold's set of holders and a waiter's time to claim, a
-	// semaphore's limit key and limit.
+	// kind picks the scripts (see lockKind). extraKey: the name's shared
+	// holders' set, which every kind's release names (a hand-over to a
+	// shared waiter fills it), but a semaphore's, where it is the limit key
+	// and arg the limit.
 	kind     lockKind
 	extraKey string
 	arg      int64
@@ -112,10 +112,12 @@ var (
 	handoffClaimMs any = handoffClaim.Milliseconds()
 )
 
-// init sets the lock's keys from names (see lockKeys); the kind's layout adds its own.
-func (r *lockRef) init(names string, keyLen int, o *options) {
-	// One allocation for three keys: "prefix{name}", then ":q", ":qx".
-	r.key, r.queueKey, r.expiryKey = names[:keyLen], names[:keyLen+2], names
+// init sets the lock's keys from names and shared (see lockKeysShared);
+// the kind's layout may set extraKey to another key.
+func (r *lockRef) init(names, shared string, keyLen int, o *options) {
+	// One allocation for four keys: "prefix{name}", then ":q", ":qx"; and
+	// the shared holders' set, which every hand-over may fill.
+	r.key, r.queueKey, r.expiryKey, r.extraKey = names[:keyLen], names[:keyLen+2], names, shared
 	r.keyArg = r.key // boxed once, shared by every command
 	r.ttlArg = o.ttlArg
 	r.fenced = o.fencing
@@ -124,41 +126,35 @@ func (r *lockRef) init(names string, keyLen int, o *options) {
 	}
 }
 
-// commands builds the prepared commands; publish: the release's announcement.
-func (r *lockRef) commands(o *options, publish any) {
+// commands builds the prepared commands.
+func (r *lockRef) commands(o *options) {
 	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
-	claim := handoffClaimMs
-	if o.ttl < handoffClaim {
-		claim = o.ttl.Milliseconds()
+	// Every kind's release: the key, the queue's keys, extraKey, the token,
+	// and how to announce and hand over (a semaphore's with the limit its
+	// set keeps).
+	handover := o.handoverArg
+	if r.kind == semaphoreSlot {
+		handover = fmt.Sprint(handover, " ", r.arg)
 	}
-	switch r.kind {
-	case sharedHold:
-		command, _ := publish.(string)
-		r.releaseArgs = [9]any{"evalsha", sharedReleaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
-			r.extraKey, &r.token, command + " " + strconv.FormatInt(r.arg, 10)}
-	case semaphoreSlot:
-		// The hand-over's lease, and the limit its set keeps.
-		r.releaseArgs = [9]any{"evalsha", semReleaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish,
-			fmt.Sprint(claim, " ", r.arg)}
-	default:
-		r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 3, r.keyArg, &r.queueKey, &r.expiryKey, &r.token, publish, claim}
-	}
+	r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
+		&r.extraKey, &r.token, handover}
 }
 
-// scriptsOf: the scripts of a one-key lock by kind, and their SHA1s boxed once.
-var scriptsOf = [...]struct {
-	acquireSource, releaseSource string
-	acquireSHA, releaseSHA       any
-}{
-	exclusiveLock: {acquireSource, releaseSource, acquireSHA, releaseSHA},
-	sharedHold:    {sharedAcquireSource, sharedReleaseSource, sharedAcquireSHA, sharedReleaseSHA},
-	semaphoreSlot: {semAcquireSource, semReleaseSource, semAcquireSHA, semReleaseSHA},
-	multiLock:     {multiAcquireSource, multiReleaseSource, multiAcquireSHA, multiReleaseSHA},
+// handoverArg is the last argument of a release: publish (the
+// announcement's command: PUBLISH, SPUBLISH or "" for none), a space, and
+// how long (ms) a lock handed to a waiter is held for it, handoffClaim at
+// most the TTL; built once per options (see Client.resolve).
+func handoverArg(publish any, ttl time.Duration) any {
+	return fmt.Sprint(publish, " ", min(handoffClaim, ttl).Milliseconds())
 }
 
-func (r *lockRef) releaseSource() string { return scriptsOf[r.kind].releaseSource }
-
-func (r *lockRef) acquireSource() string { return scriptsOf[r.kind].acquireSource }
+// scriptsOf: the scripts' SHA1s of a lock by kind, boxed once.
+var scriptsOf = [...]struct{ acquireSHA, releaseSHA any }{
+	exclusiveLock: {acquireSHA, releaseSHA},
+	sharedHold:    {sharedAcquireSHA, sharedReleaseSHA},
+	semaphoreSlot: {semAcquireSHA, semReleaseSHA},
+	multiLock:     {multiAcquireSHA, multiReleaseSHA},
+}
 
 // acquireCommand returns the next attempt's EVALSHA: with the fence counter
 // when fenced, and the queue's keys when the caller waits (for an exclusive

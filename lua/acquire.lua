@@ -92,37 +92,12 @@ if ours then
   if ARGV[3] ~= '1' then
     return 0
   end
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' and fence.err then
+  -- The fence step (prelude.lua): INCR, raised to the server's clock.
+  local fence, err = takeFence(KEYS[2])
+  if not fence then
     -- A failed acquire must leave nothing held.
     redis.call('DEL', KEYS[1])
-    return fence
-  end
-  if fence < 1 then
-    -- Someone set the counter below zero: such a fence would read as
-    -- "held", and could repeat a number already handed out.
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('ERR the fence counter ' .. KEYS[2] .. ' gave ' .. fence .. ', not a positive number')
-  end
-  -- Fences never go backwards, even when the counter was lost (a restart
-  -- without persistence, eviction, FLUSHALL), came back from an older
-  -- snapshot, or from a replica that missed writes: a counter below the
-  -- server's clock in microseconds is raised to it. Every fence handed out
-  -- before was at most the clock of its own acquisition, so this one is
-  -- above them all, as long as the clock has not stepped back by more than
-  -- the outage lasted. (About 1.8e15 today: exact in a Lua number, an
-  -- int64, a JavaScript number and SQL's BIGINT until the 2250s.)
-  local now = redis.pcall('TIME')
-  if type(now) == 'table' and now.err then
-    -- Not allowed to read the clock (an ACL without +time): no fence
-    -- that could repeat one, and nothing left held.
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('ERR a fence needs the server clock (TIME), which this user may not read: ' .. now.err)
-  end
-  local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  if fence < micros then
-    redis.call('SET', KEYS[2], string.format('%d', micros))
-    fence = micros
+    return err
   end
   return fence
 end

@@ -33,7 +33,7 @@ end
 if info[8] == 'shared' then
   redis.call('DEL', KEYS[5])
 end
-if handOver(KEYS[1], KEYS[3], KEYS[4], ARGV[1], ARGV[2]) then
+if handOver(KEYS[1], KEYS[5], KEYS[3], KEYS[4], ARGV[1], ARGV[2]) then
   info[11] = 1
 elseif ARGV[1] ~= '' then
   -- Announced even with nobody in line (handOver's rule): a broken lock

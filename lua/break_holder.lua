@@ -40,7 +40,7 @@ local released = 0
 if info[8] == 'semaphore' then
   local member = find(KEYS[1])
   if member and info[9] ~= '' then
-    released = releaseSlot({KEYS[1], KEYS[3], KEYS[4]}, {member, ARGV[2], ARGV[3] .. ' ' .. info[9]})
+    released = releaseSlot({KEYS[1], KEYS[3], KEYS[4], KEYS[6]}, {member, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. info[9]})
   elseif member then
     -- No limit key to keep for a waiter handed the slot: the slot is
     -- freed and announced, and the waiters take it at their attempt.
@@ -56,7 +56,7 @@ elseif info[8] == 'shared' then
     released = releaseShare({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, {member, ARGV[2] .. ' ' .. ARGV[3]})
   end
 elseif value and ours(value) then
-  released = releaseLock({KEYS[1], KEYS[3], KEYS[4]}, {value, ARGV[2], ARGV[3]})
+  released = releaseLock({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, {value, ARGV[2] .. ' ' .. ARGV[3]})
 end
 if released == 1 then
   info[11] = 1

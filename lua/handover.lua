@@ -7,10 +7,11 @@
 -- A waiter's kind is the mark after its Client's tag and '.' (see
 -- waiterToken; kindOf): 's' shared, 'n' a semaphore's, none exclusive.
 -- Every kind queues by one clock, its arrival in µs (server TIME).
--- handOver(key, queue, expiries, publish, lease, head): hands key to the
--- first waiter whose place has not lapsed and that takes a lock (SET key
--- waiter PX lease; a shared waiter gets a share, with the shared waiters
--- right behind it, see letInShared), dropping lapsed places on the way;
+-- handOver(key, holders, queue, expiries, publish, lease, head): hands key
+-- to the first waiter whose place has not lapsed and that takes a lock
+-- (SET key waiter PX lease; a shared waiter gets a share in holders, the
+-- shared holders' set, with the shared waiters right behind it, see
+-- letInShared), dropping lapsed places on the way;
 -- a semaphore's waiter, which could not take it, stays in line, as a
 -- watcher does. It announces the hand-over on the channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
@@ -75,10 +76,8 @@ end
 -- letInShared hands key to the shared waiters from member on, up to the
 -- first waiter of another kind: a new epoch (the marker '*shared*', see
 -- shared_acquire.lua) whose holders are those waiters, each with a share
--- of lease ms, announced to each; watchers stay, lapsed places go. The
--- holders' set is key .. ':s', in key's hash slot.
-local function letInShared(key, queue, expiries, publish, lease, member, skipped, now)
-  local holders = key .. ':s'
+-- of lease ms, announced to each; watchers stay, lapsed places go.
+local function letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
   redis.call('DEL', holders)
   while member and (kindOf(member) == 's' or kindOf(member) == '~') do
     local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
@@ -97,13 +96,12 @@ local function letInShared(key, queue, expiries, publish, lease, member, skipped
   redis.call('SET', key, '*shared*', 'PX', lease)
   redis.call('PEXPIRE', holders, lease)
 end
-local function handOver(key, queue, expiries, publish, lease, head)
+local function handOver(key, holders, queue, expiries, publish, lease, head)
   local channel = key .. ':released'
-  local clock = redis.call('TIME')
-  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local now = serverTime()
   local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
   if member and kindOf(member) == 's' then
-    letInShared(key, queue, expiries, publish, lease, member, skipped, now)
+    letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
     return true
   elseif member then
     redis.call('ZREM', queue, member)

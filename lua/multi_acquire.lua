@@ -82,25 +82,16 @@ local function undo(err)
   end
   return err
 end
-local now = redis.pcall('TIME')
-if type(now) == 'table' and now.err then
-  return undo(redis.error_reply('ERR a fence needs the server clock (TIME), which this user may not read: ' .. now.err))
+-- The clock once, then each name's fence step (prelude.lua).
+local micros, err = fenceClock()
+if not micros then
+  return undo(err)
 end
-local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
 for i = 1, n do
-  local counter = KEYS[n + i]
-  local fence = redis.pcall('INCR', counter)
-  if type(fence) == 'table' and fence.err then
-    return undo(fence)
-  end
-  if fence < 1 then
-    return undo(redis.error_reply('ERR the fence counter ' .. counter .. ' gave ' .. fence .. ', not a positive number'))
-  end
-  -- Fences never go backwards (see acquire.lua): a counter below the
-  -- server's clock in microseconds is raised to it.
-  if fence < micros then
-    redis.call('SET', counter, string.format('%d', micros))
-    fence = micros
+  local fence
+  fence, err = takeFence(KEYS[n + i], micros)
+  if not fence then
+    return undo(err)
   end
   reply[i + 1] = fence
 end

@@ -7,38 +7,44 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
 -- KEYS[3]  with KEYS[2]: the queue's expiries
--- KEYS[4]  optional, with ARGV[4]: the waiter's mark (see handover.lua's
---          leave), set for ARGV[5] ms
+-- KEYS[4]  with KEYS[2]: the shared holders' set, which a hand-over to a
+--          shared waiter fills (see handover.lua)
+-- KEYS[5]  optional, with ARGV[3]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[4] ms
 -- ARGV[1]  the holder's token
--- ARGV[2]  PUBLISH, or SPUBLISH on a cluster: a plain release is announced
+-- ARGV[2]  how to announce, a space, how long to hand over for:
+--          'PUBLISH 1000' (one argument: every kind's release has one
+--          layout, see lockRef.releaseArgs). First PUBLISH, or SPUBLISH on
+--          a cluster: a plain release is announced
 --          on the channel KEYS[1] .. ':released', a hand-over on that
 --          channel .. ':' .. the tag of the waiter's Client (the token's
 --          part before a '.'), which only that Client hears (same hash
---          slot); '' for none
--- ARGV[3]  how long (ms) the lock handed to a waiter is held for it: the
+--          slot); nothing for none. Then how long (ms) the lock handed to
+--          a waiter is held for it: the
 --          waiter takes it at the announcement, without a claim, or claims
 --          it with the acquire script (a fenced waiter, or one that cannot
 --          tell its lease is long enough); unclaimed and unextended, it
---          lapses after that
--- ARGV[4]  optional: '1' when the caller is a waiter giving up: its place
+--          lapses after that. Without the queue's keys, the command alone.
+-- ARGV[3]  optional: '1' when the caller is a waiter giving up: its place
 --          in the queue is removed first
 -- Announces '1'        released: anyone may take it; not announced when
 --                      the queue is empty (a waiter, and a multi waiter's
 --                      watcher, keeps its place for as long as it
 --                      listens, so nobody is left to tell); also when the
 --                      queue cannot be read
---           'g:' .. t .. '/' .. ARGV[3]
+--           'g:' .. t .. '/' .. ms
 --                      handed to the waiter whose token's SHA1 starts
 --                      with the 16 hex digits t (the token itself is
---                      a secret and is not published), for ARGV[3] ms
+--                      a secret and is not published), for ARGV[2]'s ms
 --                      from now
 -- Returns  1   released (deleted or handed on)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
 local token = ARGV[1]
-local queued = #KEYS >= 3
-if queued and ARGV[4] == '1' then
-  leave(KEYS[2], KEYS[3], token, KEYS[4], ARGV[5])
+local publish, claim = string.match(ARGV[2], '^(%S*) ?(%d*)$')
+local queued = #KEYS >= 4
+if queued and ARGV[3] == '1' then
+  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
@@ -64,11 +70,11 @@ if type(head) == 'table' and not head.err and not head[1] then
   return 1
 end
 if type(head) == 'table' and head[1] then
-  handOver(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], head[1])
+  handOver(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, head[1])
   return 1
 end
 redis.call('DEL', KEYS[1])
-if ARGV[2] ~= '' then
-  redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
+if publish ~= '' then
+  redis.pcall(publish, KEYS[1] .. ':released', '1')
 end
 return 1

@@ -41,7 +41,7 @@ if type(held) == 'table' then
   return held
 end
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now, micros = serverTime(clock)
 if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   held = redis.call('ZCARD', KEYS[1])
@@ -99,20 +99,11 @@ if ours then
   if ARGV[4] ~= '1' then
     return 0
   end
-  -- The fence, as acquire.lua: the counter's next value, raised to the
-  -- server's clock in microseconds, so fences never go backwards.
-  local fence = redis.pcall('INCR', KEYS[5])
-  if type(fence) == 'table' and fence.err or fence < 1 then
+  -- The fence step (prelude.lua): INCR, raised to the server's clock.
+  local fence, err = takeFence(KEYS[5], micros)
+  if not fence then
     redis.call('ZREM', KEYS[1], token) -- a failed acquire leaves nothing held
-    if type(fence) == 'table' then
-      return fence
-    end
-    return redis.error_reply('ERR the fence counter ' .. KEYS[5] .. ' gave ' .. fence .. ', not a positive number')
-  end
-  local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-  if fence < micros then
-    redis.call('SET', KEYS[5], string.format('%d', micros))
-    fence = micros
+    return err
   end
   return fence
 end

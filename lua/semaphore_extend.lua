@@ -13,8 +13,7 @@ end
 if kind ~= 'zset' then
   return -1
 end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = serverTime()
 local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not lease or tonumber(lease) <= now then
   -- Ended: the slot may already be someone else's.

@@ -12,8 +12,7 @@ if kind ~= 'zset' then
   return -3
 end
 local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = serverTime()
 if not lease or tonumber(lease) <= now then
   return -2
 end

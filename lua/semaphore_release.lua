@@ -8,16 +8,17 @@
 -- KEYS[1]  the holders (see semaphore_acquire.lua)
 -- KEYS[2]  the queue
 -- KEYS[3]  the queue's expiries
--- KEYS[4]  optional, with ARGV[4]: the waiter's mark (see handover.lua's
---          leave), set for ARGV[5] ms
+-- KEYS[4]  the limit the holders use (see semaphore_acquire.lua)
+-- KEYS[5]  optional, with ARGV[3]: the waiter's mark (see handover.lua's
+--          leave), set for ARGV[4] ms
 -- ARGV[1]  the holder's token
--- ARGV[2]  PUBLISH, or SPUBLISH on a cluster; '' for none
--- ARGV[3]  how long (ms) the slot handed to a waiter is held for it, a
---          space, and the limit: '1000 3'. The hand-over keeps the set
---          and its limit key (KEYS[1] .. ':limit', in its hash slot) for
---          at least that long.
--- ARGV[4]  optional: '1' when the caller is a waiter giving up
--- Announces 'g:' .. t .. '/' .. ARGV[3] (see handover.lua) to the waiter
+-- ARGV[2]  PUBLISH, or SPUBLISH on a cluster (nothing for none), a space,
+--          how long (ms) the slot handed to a waiter is held for it, a
+--          space, and the limit: 'PUBLISH 1000 3' (one argument, as
+--          release.lua's). The hand-over keeps the set and its limit key
+--          for at least that long.
+-- ARGV[3]  optional: '1' when the caller is a waiter giving up
+-- Announces 'g:' .. t .. '/' .. ms (see handover.lua) to the waiter
 --          handed the slot; '1' on KEYS[1] .. ':released' when a waiter
 --          left, or a slot none of them could take was freed, and others
 --          wait
@@ -25,18 +26,17 @@
 --          0   our slot is gone (its lease ended, or it was deleted)
 --          -1  the key holds a value of another type
 local token = ARGV[1]
-local lease, limit = string.match(ARGV[3], '^(%d+) (%d+)$')
+local publish, lease, limit = string.match(ARGV[2], '^(%S*) (%d+) (%d+)$')
 local left = 0
-if ARGV[4] == '1' then
-  left = leave(KEYS[2], KEYS[3], token, KEYS[4], ARGV[5])
+if ARGV[3] == '1' then
+  left = leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
 local ours = redis.pcall('ZSCORE', KEYS[1], token)
 if type(ours) == 'table' then
   return -1 -- a value of another type
 end
 local reply = 0
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = serverTime()
 if ours then
   redis.call('ZREM', KEYS[1], token)
   if tonumber(ours) > now then
@@ -55,11 +55,10 @@ if reply == 1 then
     -- last at least as long as the handed slot.
     local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(lease))
     redis.call('PEXPIRE', KEYS[1], keep)
-    local limitKey = KEYS[1] .. ':limit'
-    if redis.call('PTTL', limitKey) < keep then
-      redis.call('SET', limitKey, limit, 'PX', keep)
+    if redis.call('PTTL', KEYS[4]) < keep then
+      redis.call('SET', KEYS[4], limit, 'PX', keep)
     end
-    announceHandover(ARGV[2], KEYS[1] .. ':released', member, lease)
+    announceHandover(publish, KEYS[1] .. ':released', member, lease)
     return reply
   end
 end
@@ -67,7 +66,7 @@ end
 -- nobody in line could take was freed: those in line hear it. pcall: a
 -- user not allowed to publish still lets go; waiters then come back at
 -- their refresh.
-if (left == 1 or reply == 1) and ARGV[2] ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
-  redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
+if (left == 1 or reply == 1) and publish ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
+  redis.pcall(publish, KEYS[1] .. ':released', '1')
 end
 return reply

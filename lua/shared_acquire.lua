@@ -67,7 +67,7 @@ local function exclusive(waiter)
   return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
 end
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now, micros = serverTime(clock)
 -- The holders' leases that ended go; a key of another type says so here.
 local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if type(pruned) == 'table' then
@@ -122,19 +122,11 @@ if ours then
   if ARGV[3] == '1' then
     fence = tonumber(string.sub(epoch, #MARK + 2))
     if not fence then
-      -- The epoch's first fenced holder: the counter's next value,
-      -- raised to the server's clock, as acquire.lua.
-      fence = redis.pcall('INCR', KEYS[5])
-      if type(fence) == 'table' and fence.err then
-        return fence
-      end
-      if fence < 1 then
-        return redis.error_reply('ERR the fence counter ' .. KEYS[5] .. ' gave ' .. fence .. ', not a positive number')
-      end
-      local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-      if fence < micros then
-        redis.call('SET', KEYS[5], string.format('%d', micros))
-        fence = micros
+      -- The epoch's first fenced holder: the fence step (prelude.lua).
+      local err
+      fence, err = takeFence(KEYS[5], micros)
+      if not fence then
+        return err
       end
       epoch = MARK .. ' ' .. string.format('%d', fence)
     end

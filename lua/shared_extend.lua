@@ -26,8 +26,7 @@ local kind = redis.call('TYPE', KEYS[2]).ok
 if kind ~= 'zset' and kind ~= 'none' then
   return -1
 end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = serverTime()
 local lease = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not lease or tonumber(lease) <= now then
   -- Ended: another holder's lease kept the key alive, not ours.

@@ -24,8 +24,7 @@ local lease = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
 if type(lease) == 'table' then
   return -3
 end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = serverTime()
 if not lease or tonumber(lease) <= now then
   return -2
 end

@@ -46,8 +46,7 @@ if value ~= token then
     end
     return 0
   end
-  local clock = redis.call('TIME')
-  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local now = serverTime()
   local lease = redis.pcall('ZSCORE', KEYS[4], token)
   if type(lease) == 'table' then
     return -1 -- the set is of another type
@@ -75,5 +74,5 @@ if type(head) == 'table' and not head.err and not head[1] then
   return reply
 end
 redis.call('DEL', KEYS[4])
-handOver(KEYS[1], KEYS[2], KEYS[3], publish, claim)
+handOver(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim)
 return reply

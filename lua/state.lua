@@ -1,6 +1,6 @@
 -- state: what holds a lock's name, read without writing anything. Not a
--- script of its own: inspect.lua and break.lua start with it (see
--- scripts.go).
+-- script of its own: inspect.lua and break.lua start with it, after
+-- prelude.lua (see scripts.go).
 -- KEYS[1]  the lock key (a semaphore's holders, see semaphore_acquire.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (see acquire.lua)
@@ -90,8 +90,7 @@ local function state()
   local queued
   queued, err = read('a waiters\' queue', 'ZCARD', KEYS[3])
   if err then return nil, err end
-  local now = redis.call('TIME')
-  now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local now = serverTime()
   waiters, err = read('a waiters\' queue', 'ZCOUNT', KEYS[4], '(' .. now, '+inf')
   if err then return nil, err end
   fence = fence or ''

@@ -75,15 +75,36 @@ func Lock(prefix, name string) (string, error) {
 // string, "prefix{name}:qx" (one allocation): the lock key is its first
 // keyLen bytes, the queue its first keyLen+2.
 func WithExpiry(prefix, name string) (names string, keyLen int, err error) {
+	return keys(prefix, name, false)
+}
+
+// WithShared is WithExpiry and the shared holders' set, "prefix{name}:s",
+// from the same allocation.
+func WithShared(prefix, name string) (names, shared string, keyLen int, err error) {
+	all, keyLen, err := keys(prefix, name, true)
+	if err != nil {
+		return "", "", 0, err
+	}
+	n := keyLen + len(ExpirySuffix)
+	return all[:n], all[n:], keyLen, nil
+}
+
+// keys is WithExpiry's string, followed by the shared holders' set's key
+// when shared is set.
+func keys(prefix, name string, shared bool) (all string, keyLen int, err error) {
 	if name == "" {
 		return "", 0, ErrEmptyName
 	}
-	names = prefix + "{" + name + "}" + ExpirySuffix
-	key := names[:len(names)-len(ExpirySuffix)]
+	var p, open, n, close, s string
+	if shared {
+		p, open, n, close, s = prefix, "{", name, "}", SharedSuffix
+	}
+	all = prefix + "{" + name + "}" + ExpirySuffix + p + open + n + close + s
+	key := all[:len(prefix)+len(name)+2]
 	if HashTag(key) == "" {
 		return "", 0, fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
 	}
-	return names, len(key), nil
+	return all, len(key), nil
 }
 
 // Name is Lock's inverse: the name of the lock whose key under prefix is

@@ -18,6 +18,13 @@ func TestLayout(t *testing.T) {
 	if err != nil || names[:n] != key || names[:n+2] != lockrules.Queue(key) || names != lockrules.Expiry(key) {
 		t.Fatalf("WithExpiry = %q, %d, %v", names, n, err)
 	}
+	names2, shared, n2, err := lockrules.WithShared("lock:", "job")
+	if err != nil || names2 != names || n2 != n || shared != lockrules.Shared(key) {
+		t.Fatalf("WithShared = %q, %q, %d, %v", names2, shared, n2, err)
+	}
+	if _, _, _, err := lockrules.WithShared("a{}", "job"); err == nil {
+		t.Fatal("WithShared accepted an empty hash tag")
+	}
 	if lockrules.Fence(key) != "lock:{job}:fence" || lockrules.Released(key) != "lock:{job}:released" {
 		t.Fatal("suffixes")
 	}
