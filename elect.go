@@ -252,9 +252,10 @@ func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
 // also reads the lock when the lease it last saw ends, so a leader that
 // died is seen gone by then. It reads nothing else: a live leader's
 // watchdog keeps its lease above two thirds of its TTL, so reads come at
-// least TTL/3 apart, and never sooner than a third of the longest lease
-// seen (while nobody leads, every third of that lease, or of the Client's
-// TTL before one was seen). On a quorum Client, which has no
+// least TTL/3 apart, and never sooner than half the longest lease left it
+// saw, which is at least two thirds of the election's TTL: TTL/3 (while
+// nobody leads, every half of that lease, or every third of the observing
+// Client's own TTL before any lease was seen). On a quorum Client, which has no
 // announcements, changes are seen at those reads only, as are those of a
 // holder that is not Elect's.
 //
@@ -320,9 +321,9 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 			if t.hold != "" && t.leader.TTL > 0 {
 				longest = max(longest, t.leader.TTL)
 				// Just past the lease's end: a dead leader's key is gone by then.
-				wait = max(longest/3, t.leader.TTL+time.Millisecond)
+				wait = max(longest/2, t.leader.TTL+time.Millisecond)
 			} else if longest > 0 {
-				wait = longest / 3
+				wait = longest / 2
 			}
 			timer.Reset(wait)
 			select {

@@ -47,7 +47,9 @@ type Info struct {
 	// not held.
 	Holders []HolderInfo
 	// Queue: the callers queued on the server, first in line first, at
-	// most 100 (Waiters counts them all); nil on a quorum Client.
+	// most 100 (Waiters counts them all); nil on a quorum Client. Callers
+	// of one Client waiting for one exclusive lock take turns behind one
+	// place: it shows the one whose turn it is (see docs/holders.md).
 	Queue []WaiterInfo
 	// Nodes: on a quorum Client, each node's view, in NewQuorum's order.
 	Nodes []NodeInfo

@@ -176,6 +176,13 @@ func TestInspectOfAForeignKeyIsNotALock(t *testing.T) {
 				return b.rdb.ZAdd(ctx, key, redis.Z{Score: future, Member: "user:42"}, redis.Z{Score: 3, Member: "user:7"}).Err()
 			},
 			"a sorted set of past scores": func(key string) error { return b.rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "leaderboard"}).Err() },
+			// Upper-case words look like base32 but have no token's length.
+			"a sorted set of upper-case names": func(key string) error {
+				return b.rdb.ZAdd(ctx, key, redis.Z{Score: future, Member: "ALICE"}, redis.Z{Score: future + 1, Member: "bob smith"}).Err()
+			},
+			"a sorted set whose first member looks like a token": func(key string) error {
+				return b.rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, redis.Z{Score: future, Member: "carol"}).Err()
+			},
 			"a hash":                      func(key string) error { return b.rdb.HSet(ctx, key, "field", "value").Err() },
 			"a list":                      func(key string) error { return b.rdb.RPush(ctx, key, "a", "b").Err() },
 			"a set":                       func(key string) error { return b.rdb.SAdd(ctx, key, "a").Err() },

@@ -204,6 +204,23 @@ func TestObserveLeaderFollowsTheElection(t *testing.T) {
 			require.Zero(t, o.next(t))
 		})
 
+		// BreakHolder of a leader with nobody in line is heard at once too:
+		// its release alone would announce nothing, and the broken leader
+		// learns of it only at its next extension (20 s away).
+		t.Run("a BreakHolder of the leader, nobody in line", func(t *testing.T) {
+			operator := redislock.New(newRedisClient(t, addr), quiet)
+			a := campaign(t, candidate("pod-a"), "a", "held-by-id")
+			a.nextTerm(t, 10*time.Second)
+			o := observe(t, observerPod.c, "held-by-id")
+			leader := o.next(t)
+			require.Equal(t, "pod-a", leader.Metadata)
+			_, err := operator.BreakHolder(ctx, "held-by-id", leader.ID)
+			require.NoError(t, err)
+			require.Zero(t, o.next(t))
+			a.cancel(nil)
+			_ = a.result(t)
+		})
+
 		t.Run("a leader that dies is gone at its lease's end", func(t *testing.T) {
 			const lease = 500 * time.Millisecond
 			dead, err := redislock.New(newRedisClient(t, addr), quiet, redislock.WithWatchdog(false), redislock.WithTTL(lease),

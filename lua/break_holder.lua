@@ -57,6 +57,12 @@ elseif info[8] == 'shared' then
   end
 elseif value and ours(value) then
   released = releaseLock({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, {value, ARGV[2] .. ' ' .. ARGV[3]})
+  -- A release with nobody in line announces nothing; a break does, as
+  -- Break's does: an election's observers (ObserveLeader) hear the leader
+  -- gone at once, not at the broken leader's next extension.
+  if released == 1 and ARGV[2] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call(ARGV[2], KEYS[1] .. ':released', '1')
+  end
 end
 if released == 1 then
   info[11] = 1

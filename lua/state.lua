@@ -103,10 +103,17 @@ local function state()
     -- Without it the sorted set is one only if its members are tokens
     -- (base32; a waiter's: its Client's tag, '.', 'n', base32, see
     -- waiterToken): another program's set is no lock, nor one to break.
+    -- Checked on its first three members, each exactly a token's
+    -- shape (26 base32 digits, after a waiter's 'n', or its Client's
+    -- 10-digit tag and '.n', see waiterToken):
+    -- one command, only when the limit is missing.
     if not limit then
-      local token = string.match(redis.call('ZRANGE', KEYS[1], 0, 0)[1], '^[^\31]*')
-      if not (string.match(token, '^[A-Z2-7]+$') or string.match(token, '^[A-Z2-7]+%.n[A-Z2-7]+$')) then
-        return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a zset that is not a semaphore (no limit, and members that are no tokens)')
+      local body = string.rep('[A-Z2-7]', 26) .. '$'
+      for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, 2)) do
+        local token = string.match(member, '^[^\31]*')
+        if not (string.match(token, '^' .. body) or string.match(token, '^n' .. body) or string.match(token, '^' .. string.rep('[A-Z2-7]', 10) .. '%.n' .. body)) then
+          return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a zset that is not a semaphore (no limit, and members that are no tokens)')
+        end
       end
     end
     local count = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
