@@ -183,9 +183,9 @@ func TestInspectOfAForeignKeyIsNotALock(t *testing.T) {
 			"a sorted set whose first member looks like a token": func(key string) error {
 				return b.rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, redis.Z{Score: future, Member: "carol"}).Err()
 			},
-			"a hash":                      func(key string) error { return b.rdb.HSet(ctx, key, "field", "value").Err() },
-			"a list":                      func(key string) error { return b.rdb.RPush(ctx, key, "a", "b").Err() },
-			"a set":                       func(key string) error { return b.rdb.SAdd(ctx, key, "a").Err() },
+			"a hash": func(key string) error { return b.rdb.HSet(ctx, key, "field", "value").Err() },
+			"a list": func(key string) error { return b.rdb.RPush(ctx, key, "a", "b").Err() },
+			"a set":  func(key string) error { return b.rdb.SAdd(ctx, key, "a").Err() },
 		} {
 			t.Run(name, func(t *testing.T) {
 				key := "lock:{" + name + "}"
