@@ -60,7 +60,7 @@ elseif value and ours(value) then
   -- A release with nobody in line announces nothing; a break does, as
   -- Break's does: an election's observers (ObserveLeader) hear the leader
   -- gone at once, not at the broken leader's next extension.
-  if released == 1 and ARGV[2] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
+  if released == 1 and ARGV[2] ~= '' and not redis.call('GET', KEYS[1]) then
     redis.call(ARGV[2], KEYS[1] .. ':released', '1')
   end
 end
