@@ -545,8 +545,10 @@ func TestSignals(t *testing.T) {
 
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
-	// A port nobody listens on: connections are refused at once.
-	down := "REDIS_URL=redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+	// A port nobody listens on: connections are refused at once. Port 1,
+	// not a free ephemeral port: a parallel test's redis-server could take
+	// that one meanwhile, and the command then ran (a loaded run saw it).
+	down := "REDIS_URL=redis://127.0.0.1:1"
 	script := `printf '%s|%s\n' "$REDISLOCK_TOKEN" "${REDISLOCK_FENCE-unset}"; touch "$D/ran"; exit 4`
 
 	t.Run("fail closed by default: the command is not run, exit 69", func(t *testing.T) {
