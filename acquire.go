@@ -89,8 +89,9 @@ type call struct {
 // acquisition is one acquire call of any kind: the one acquisition loop.
 type acquisition struct {
 	call
-	// queued: waits in the server's queue, one token for all attempts (see init).
-	queued bool
+	// queued: waits in the server's queue, one token for all attempts;
+	// freshTokens: each attempt has a token of its own (see plan).
+	queued, freshTokens bool
 	// room: this Client's waiters for our key, whose turn we hold (keepRoom:
 	// handed to the lock); early: the attempt a releaser made for us.
 	room     *waitRoom
@@ -147,16 +148,9 @@ func (a *acquisition) init(names, shared string, keyLen int, layout func(o *opti
 	a.patience.strategy = a.o.retry
 	a.patience.observed = a.l
 	a.waits = a.patience.mayWait()
-	// A waiter on a single deployment queues on the server, one token for
-	// all attempts. Elsewhere (and multi) each attempt has its own, so a late
-	// answer to an earlier one, or its clean-up, cannot touch this one's key.
-	waitsOnServer := a.waits && a.c.store.queues()
-	a.queued = waitsOnServer && a.kind != multiLock
-	r.waiting = waitsOnServer
-	if a.kind == sharedHold || a.queued {
+	a.plan(a.waits && a.c.store.queues())
+	if !a.freshTokens {
 		a.setToken()
-	} else if waitsOnServer {
-		r.multi.watcher = "~" + rand.Text()
 	}
 	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
 }
@@ -173,12 +167,12 @@ func (a *call) capWait(campaign bool) {
 // after one given back, see giveBack); others take one per attempt.
 func (a *acquisition) setToken() {
 	r := &a.l.ref
-	if a.kind != sharedHold && !a.queued {
+	if a.freshTokens {
 		r.token = valueOf(rand.Text(), a.o.metadata)
 		return
 	}
 	// Our place in the queue: its mark tells the scripts our kind.
-	r.token = valueOf(waiterToken(a.c.rooms().tag, a.kind.waiterMark()), a.o.metadata)
+	r.token = valueOf(waiterToken(a.c.rooms().tag, a.kind.rules().mark), a.o.metadata)
 	if a.queued {
 		old := a.ticket
 		a.ticket = handoffTicket(r.token)
@@ -193,8 +187,8 @@ func (a *acquisition) setToken() {
 }
 
 func (a *acquisition) run() (*Lock, error) {
-	if a.waits && a.kind != multiLock {
-		if err := a.enterRoom(a.l.ref.key); err != nil {
+	if a.waits {
+		if err := a.watch(); err != nil {
 			return a.fail(err)
 		}
 	}
@@ -214,7 +208,7 @@ func (a *acquisition) run() (*Lock, error) {
 		case !a.waits:
 			return a.fail(a.heldError())
 		}
-		if a.kind == multiLock && a.failing == nil {
+		if a.failing == nil {
 			if err := a.watch(); err != nil {
 				return a.fail(err)
 			}
@@ -230,14 +224,15 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
+// watch enters the room of the name the call waits for (waitKey), leaving
+// the one it was in for another name (a multi lock's, kept out by another).
 func (a *acquisition) watch() error {
-	m := a.l.ref.multi
-	key := m.keys[m.blocker]
-	if a.room != nil && a.room.key == key {
+	key := a.waitKey()
+	if key == "" || a.room != nil && a.room.key == key {
 		return nil
 	}
 	if a.room != nil {
-		a.c.rooms().leave(a.room, true)
+		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
 		a.room, a.listened = nil, false
 	}
 	return a.enterRoom(key)
@@ -252,8 +247,7 @@ func (a *acquisition) enterRoom(key string) error {
 		earlyRef = &a.l.ref
 	}
 	var err error
-	turn := a.kind == exclusiveLock || a.kind == multiLock
-	a.room, a.early, err = a.c.rooms().enter(a.ctx, key, turn, earlyRef, &a.patience, a.c.closing)
+	a.room, a.early, err = a.c.rooms().enter(a.ctx, key, a.kind.rules().takesTurn, earlyRef, &a.patience, a.c.closing)
 	if err != nil {
 		if a.early != nil {
 			// The turn came as we gave up, with an attempt made for us:
@@ -292,7 +286,7 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if a.room != nil {
 		a.woken = a.room.wakeup() // an announcement after the attempt wakes us
 	}
-	if !a.queued && a.kind != sharedHold {
+	if a.freshTokens {
 		a.setToken()
 	}
 	var holderTTL time.Duration
@@ -430,15 +424,15 @@ func (a *acquisition) failed(err error) error {
 	switch {
 	case errors.Is(err, errClosing):
 		// Client.Close stopped us waiting for an attempt under way.
-		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.what(), a.subjectName())
-	case a.kind == semaphoreSlot && redis.HasErrorPrefix(err, "SEMLIMIT"):
+		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.rules().what, a.subjectName())
+	case redis.HasErrorPrefix(err, "SEMLIMIT"): // (only a semaphore's scripts say it)
 		holders := strings.TrimSpace(strings.TrimPrefix(err.Error(), "SEMLIMIT"))
 		return fmt.Errorf("%w: %s: asked with limit %d, its holders use %s",
 			ErrLimitMismatch, a.subject(), a.l.ref.arg, holders)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		err = notALockError{err.Error(), err}
 	}
-	err = fmt.Errorf("redislock: %s %s: %w", a.kind.what(), a.subjectName(), err)
+	err = fmt.Errorf("redislock: %s %s: %w", a.kind.rules().what, a.subjectName(), err)
 	if ended := a.ctx.Err(); ended != nil {
 		if !errors.Is(raw, ended) { // (not our ctx cutting the attempt short)
 			a.failing = err
@@ -523,13 +517,6 @@ type failingError struct{ last, why error }
 func (e *failingError) Error() string   { return oneLine(e.last.Error()) + "; " + e.why.Error() }
 func (e *failingError) Unwrap() []error { return []error{e.last, e.why} }
 
-func (a *acquisition) subjectName() string {
-	if a.kind == multiLock {
-		return strings.TrimPrefix(a.subject(), "multi lock ")
-	}
-	return fmt.Sprintf("%q", a.name)
-}
-
 func (a *call) heldFor(holder time.Duration) {
 	a.holderEnds = time.Time{}
 	if holder > 0 {
@@ -544,7 +531,7 @@ func (a *call) heldFor(holder time.Duration) {
 func (a *acquisition) tooLate() error {
 	if ttl := a.o.ttl; !time.Now().Before(a.sent.Add(ttl - drift(ttl))) {
 		a.giveBack(false, nil)
-		return fmt.Errorf("%w: %s %s: %w (%v after sending, TTL %v)", ErrNotAcquired, a.kind.what(),
+		return fmt.Errorf("%w: %s %s: %w (%v after sending, TTL %v)", ErrNotAcquired, a.kind.rules().what,
 			a.subjectName(), errTooLate, time.Since(a.sent).Round(time.Microsecond), ttl)
 	}
 	return nil
@@ -557,7 +544,7 @@ func (a *acquisition) handOut() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
 		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
 		cancel()
-		return fmt.Errorf("%w: %s %s", ErrClosed, a.kind.what(), a.subjectName())
+		return fmt.Errorf("%w: %s %s", ErrClosed, a.kind.rules().what, a.subjectName())
 	}
 	return nil
 }
@@ -569,7 +556,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 		return a.fail(err)
 	}
 	var room *waitRoom
-	if a.kind.keepsTurn() && a.room != nil {
+	if a.kind.rules().keepsTurn && a.room != nil {
 		room, a.keepRoom = a.room, true
 		if a.queued {
 			room.unseat(a.ticket)
@@ -607,7 +594,7 @@ func (a *acquisition) close() {
 		if a.queued { // also a seat a releaser made for us as we gave up
 			a.room.unseat(a.ticket)
 		}
-		a.c.rooms().leave(a.room, a.kind == exclusiveLock || a.kind == multiLock)
+		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
 	}
 	if a.timer != nil {
 		a.timer.Stop()
@@ -718,7 +705,7 @@ func (a *acquisition) stopped(why error) error {
 	capped := context.Cause(a.ctx) == errWaitCap
 	switch {
 	case errors.Is(why, errClosing):
-		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.what(), a.subjectName())
+		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.rules().what, a.subjectName())
 	case a.failing != nil && capped:
 		return &failingError{a.failing, fmt.Errorf("gave up waiting after %v, the cap for a context without deadline", MaxWaitWithoutDeadline)}
 	case a.failing != nil:
@@ -727,18 +714,11 @@ func (a *acquisition) stopped(why error) error {
 		if a.held {
 			return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
 		}
-		return fmt.Errorf("redislock: %s %s: no answer after waiting %v, the cap for a context without deadline", a.kind.what(), a.subjectName(), MaxWaitWithoutDeadline)
+		return fmt.Errorf("redislock: %s %s: no answer after waiting %v, the cap for a context without deadline", a.kind.rules().what, a.subjectName(), MaxWaitWithoutDeadline)
 	case a.held:
 		return join(fmt.Errorf("%w: %s: gave up waiting after %s", ErrNotAcquired, a.heldSubject(), count(a.attempts, "attempt")), why, a.refusal)
 	}
-	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.what(), a.subjectName(), why)
-}
-
-func (a *acquisition) heldSubject() string {
-	if a.kind == multiLock && a.blocker != "" {
-		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)
-	}
-	return a.subject()
+	return fmt.Errorf("redislock: %s %s: the context ended before any attempt had an answer: %w", a.kind.rules().what, a.subjectName(), why)
 }
 
 // errWaitCap is the cause of a waiting ctx without deadline that reached
@@ -770,7 +750,7 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 
 // acquireKind runs an acquisition with its options resolved.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
-	names, shared, keyLen, err := c.begin(ctx, k.what(), o.prefix, name)
+	names, shared, keyLen, err := c.begin(ctx, k.rules().what, o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
@@ -793,7 +773,7 @@ func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 		applyOptions(&perCall, opts)
 		if perCall.failOpen {
 			return nil, invalidf("WithFailOpen applies to RunWithLock only: %s cannot hand out %s it does not hold",
-				[...]string{"Acquire", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k], k.handsOut())
+				k.rules().call, k.rules().handsOut)
 		}
 	}
 	o, err := c.resolve(opts)

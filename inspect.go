@@ -321,13 +321,6 @@ func stateKeys(key string) []string {
 	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }
 
-// The kinds of lock Info.Kind names, as lua/state.lua does.
-const (
-	kindLock      = "lock"
-	kindShared    = "shared"
-	kindSemaphore = "semaphore"
-)
-
 func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
 	info, _, err := parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
 	return info, err
@@ -403,20 +396,12 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		held == 1 && pttl < -1 || held == 0 && (pttl != -2 || metadata != "" || holder != "" || count != 0 || kind != "" || limit != "" || len(holders) != 0) {
 		return unexpected()
 	}
-	switch {
-	case held == 0:
-	case kind == kindLock && count == 0 && limit == "" && len(holders) == 3:
-	case kind == kindShared && limit == "" && metadata == "":
-	case kind == kindSemaphore && count > 0 && metadata == "" && holder == "":
-		if limit != "" {
-			n, err := strconv.Atoi(limit)
-			if err != nil || n < 1 {
-				return Info{}, "", false, notALockError{fmt.Sprintf("the semaphore's limit holds %q, not a number of slots", limit), nil}
-			}
-			info.Limit = n
+	if held == 1 {
+		if ok, err := readKind(&info, kind, count, limit, metadata, holder, len(holders)); err != nil {
+			return Info{}, "", false, err
+		} else if !ok {
+			return unexpected()
 		}
-	default:
-		return unexpected()
 	}
 	if info.Holders, ok = parseHolders(holders, max(count, 1)); !ok {
 		return unexpected()
@@ -426,15 +411,9 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 			return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
 		}
 	}
-	info.Held, info.Metadata, info.Waiters, info.Kind, info.Count = held == 1, metadata, int(waiters), kind, int(count)
+	info.Held, info.Metadata, info.Waiters, info.Kind = held == 1, metadata, int(waiters), kind
 	if info.Held {
 		info.TTL = leaseLeft(pttl)
-		switch kind {
-		case kindLock:
-			info.Count = 1
-		case kindShared:
-			info.Shared = int(count)
-		}
 	}
 	if len(reply) == 11 {
 		n, ok := reply[10].(int64)

@@ -1,18 +1,27 @@
 package redislock
 
 import (
+	"crypto/rand"
 	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/lockrules"
 )
 
-// lockKind is what a lock is on the server, as a value that the one
-// acquisition loop (acquire.go), the one waiting room (waitroom.go) and
-// the store (single.go) read: its scripts, how its waiters wait, its error
-// words. What a kind needs beyond a name is in its lockRef (a semaphore's
-// limit, a multi lock's names). An exclusive, shared or semaphore waiter
-// queues on the server, where the release that lets it in hands it over; a
-// multi waiter watches the name that keeps it out (lua/handover.lua).
+// lockKind is what a lock is on the server. What differs between kinds
+// lives here, with the kind, and nowhere else: its scripts and their
+// argument layout (acquire, release, extend, pttl), how its waiters wait and
+// take their turn, the token it attempts under, how Inspect reads its keys,
+// its error words. The one acquisition loop (acquire.go), the one waiting
+// room (waitroom.go) and the stores (single.go, quorum.go) ask the kind;
+// they do not test it. What a kind needs beyond a name is in its lockRef (a
+// semaphore's limit, a multi lock's names). An exclusive, shared or
+// semaphore waiter queues on the server, where the release that lets it in
+// hands it over; a multi waiter watches the name that keeps it out
+// (lua/handover.lua).
 type lockKind uint8
 
 const (
@@ -22,25 +31,56 @@ const (
 	multiLock                     // AcquireMulti's: every name's key holds the token
 )
 
-func (k lockKind) what() string {
-	return [...]string{"acquire", "acquire shared", "acquire semaphore", "acquire multi"}[k]
+// kindRules is one kind's behaviour (see kinds).
+type kindRules struct {
+	call string // the method that takes it, in errors
+	what string // the call, in error words: "acquire shared"
+	// handsOut: what it gives, in error words; info: its name in Info.Kind.
+	handsOut, info string
+	// mark is what a waiter's token carries after its Client's tag (see
+	// waiterToken), not base32, by which the scripts tell its kind: a
+	// release hands a name only to a waiter that can take what it lets go
+	// (lua/handover.lua). A shared caller's token has it also when it does
+	// not wait: the shared scripts tell shared holders by it.
+	mark string
+	// The scripts' SHA1s, boxed once, and the extend and pttl scripts (a
+	// multi lock runs its own per slot, see multi.go); holdersKey: they also
+	// take the lockRef's extraKey (the holders' set or the limit).
+	acquireSHA, releaseSHA any
+	extend, pttl           *redis.Script
+	holdersKey             bool
+	// takesTurn: a Client's callers for one name attempt one at a time
+	// (waitroom.go): those that cannot hold together. keepsTurn: the holder
+	// keeps it until it lets go (an exclusive lock); the others pass it on
+	// once they hold (others may hold with them, or, a multi lock, their
+	// release sends no attempt).
+	takesTurn, keepsTurn bool
+	// oneToken: every attempt of a call runs under one token, its place in
+	// the server's queue even when it does not wait (a shared hold: the
+	// shared scripts tell holders by its mark). Other kinds take a token per
+	// attempt unless they queue (see acquisition.plan).
+	oneToken bool
+	// queuesOnServer: its waiters wait in the server's queue on a store
+	// that has one; a multi lock's watch the name that kept them out instead.
+	queuesOnServer bool
 }
 
-func (k lockKind) handsOut() string {
-	return [...]string{"a lock", "a share", "a slot", "locks"}[k]
+// kinds: each kind's behaviour, by kind.
+var kinds = [...]kindRules{
+	exclusiveLock: {call: "Acquire", what: "acquire", handsOut: "a lock", info: kindLock,
+		acquireSHA: acquireSHA, releaseSHA: releaseSHA, extend: extendScript, pttl: pttlScript,
+		takesTurn: true, keepsTurn: true, queuesOnServer: true},
+	sharedHold: {call: "AcquireShared", what: "acquire shared", handsOut: "a share", info: kindShared, mark: "s",
+		acquireSHA: sharedAcquireSHA, releaseSHA: sharedReleaseSHA, extend: sharedExtendScript, pttl: sharedPTTLScript,
+		holdersKey: true, oneToken: true, queuesOnServer: true},
+	semaphoreSlot: {call: "AcquireSemaphore", what: "acquire semaphore", handsOut: "a slot", info: kindSemaphore, mark: "n",
+		acquireSHA: semAcquireSHA, releaseSHA: semReleaseSHA, extend: semExtendScript, pttl: semPTTLScript,
+		holdersKey: true, queuesOnServer: true},
+	multiLock: {call: "AcquireMulti", what: "acquire multi", handsOut: "locks", info: kindLock,
+		acquireSHA: multiAcquireSHA, releaseSHA: multiReleaseSHA, takesTurn: true},
 }
 
-// waiterMark is what a waiter's token carries after its Client's tag (see
-// waiterToken), not base32, by which the scripts tell its kind: a release
-// hands a name only to a waiter that can take what it lets go
-// (lua/handover.lua). A shared caller's token has it also when it does not
-// wait: the shared scripts tell shared holders by it.
-func (k lockKind) waiterMark() string { return [...]string{"", "s", "n", ""}[k] }
-
-// keepsTurn: an exclusive holder keeps its Client's turn for the key until
-// it lets go; other kinds pass it on (others may hold with them, or their
-// release sends no attempt).
-func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
+func (k lockKind) rules() *kindRules { return &kinds[k] }
 
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {
@@ -49,7 +89,174 @@ func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	}
 }
 
-// The error words of each kind.
+// # What a kind needs of its store
+
+// needsOneDeployment refuses, on a quorum Client, the kinds but the
+// exclusive lock: they would need a majority's verdict on their sets.
+func (k lockKind) needsOneDeployment() error {
+	if k == exclusiveLock {
+		return nil
+	}
+	return invalidf("%s needs a Client on one Redis deployment (New); a quorum Client does not support it", k.rules().call)
+}
+
+// needsOneScript refuses, on a Ring, a multi lock: one script cannot span
+// its shards.
+func (k lockKind) needsOneScript() error {
+	if k != multiLock {
+		return nil
+	}
+	return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
+}
+
+// # The argument layout of each kind's scripts
+
+// commands builds the prepared commands: SET NX (an exclusive lock's fast
+// path, see singleStore.acquire) and the release: the key, the queue's keys,
+// extraKey, the token, and how to announce and hand over (a semaphore's
+// with the limit its set keeps).
+func (r *lockRef) commands(o *options) {
+	if r.kind == exclusiveLock {
+		r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
+	}
+	handover := o.handoverArg
+	if r.kind == semaphoreSlot {
+		handover = fmt.Sprint(handover, " ", r.arg)
+	}
+	r.releaseArgs = [9]any{"evalsha", r.kind.rules().releaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
+		&r.extraKey, &r.token, handover}
+}
+
+// acquireCommand returns the next attempt's EVALSHA: with the fence counter
+// when fenced, and the queue's keys when the caller waits (for an exclusive
+// lock only when queue is set).
+func (r *lockRef) acquireCommand(queue bool) []any {
+	if r.acquireArgs == nil {
+		// Not in the lock itself: an uncontended plain lock never needs it.
+		r.acquireArgs = new([14]any)
+	}
+	a := r.acquireArgs[:0]
+	a = append(a, "evalsha", r.kind.rules().acquireSHA, 0, r.keyArg)
+	if r.kind != exclusiveLock {
+		a = append(a, r.extraKey, &r.queueKey, &r.expiryKey)
+	}
+	fenced, wait := "0", any("0")
+	if r.fenced {
+		a, fenced = append(a, &r.fenceKey), "1"
+	}
+	if r.waiting && (queue || r.kind != exclusiveLock) {
+		wait = queueHoldArg
+		if r.kind == exclusiveLock {
+			a = append(a, &r.queueKey, &r.expiryKey)
+		}
+		a = append(a, &r.leftKey) // last: a waiter that left takes nothing
+	}
+	a[2] = len(a) - 3
+	switch r.kind {
+	case sharedHold:
+		return append(a, &r.token, r.ttlArg, fenced, wait, r.releaseArgs[8])
+	case semaphoreSlot:
+		return append(a, &r.token, r.ttlArg, r.arg, fenced, wait)
+	}
+	return append(a, &r.token, r.ttlArg, fenced, wait)
+}
+
+// outOfQueue are r's acquire and release without the queue's keys, for a
+// slot in migration, which refuses scripts whose keys are not all there:
+// an exclusive lock then takes and releases without a place in the queue
+// (and without handing on). Other kinds cannot: nil. Rare: built here, not
+// kept in every lock.
+func (r *lockRef) outOfQueue() (acquire, release []any) {
+	if r.kind != exclusiveLock {
+		return nil, nil
+	}
+	return r.acquireCommand(false), []any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, r.releaseArgs[8]}
+}
+
+// extendCommand is the extend script of r's kind and its keys.
+func extendCommand(r *extendRequest) (*redis.Script, []string) {
+	return r.kind.rules().extend, scriptKeys(r.kind, r.key, r.extraKey)
+}
+
+// pttlCommand is the pttl script of r's kind and its keys (a semaphore's
+// reads only the first).
+func (r *lockRef) pttlCommand() (*redis.Script, []string) {
+	return r.kind.rules().pttl, scriptKeys(r.kind, r.key, r.extraKey)
+}
+
+// scriptKeys are the keys of a kind's extend and pttl scripts.
+func scriptKeys(k lockKind, key, extraKey string) []string {
+	if k.rules().holdersKey {
+		return []string{key, extraKey}
+	}
+	return []string{key}
+}
+
+// # How a kind's callers wait
+
+// plan decides how the call waits: a waiter on a single deployment queues on
+// the server, one token for all attempts. Elsewhere (and multi) each
+// attempt has its own, so a late answer to an earlier one, or its clean-up,
+// cannot touch this one's key; a multi waiter watches under a watcher's
+// token of its own.
+func (a *acquisition) plan(waitsOnServer bool) {
+	k := a.kind.rules()
+	a.queued = waitsOnServer && k.queuesOnServer
+	a.l.ref.waiting = waitsOnServer
+	a.freshTokens = !a.queued && !k.oneToken
+	if waitsOnServer && !k.queuesOnServer {
+		a.l.ref.multi.watcher = "~" + rand.Text()
+	}
+}
+
+// waitKey is the name whose room the call waits in: its own; a multi
+// lock's, the name that kept its last attempt out ("" before one did).
+func (a *acquisition) waitKey() string {
+	m := a.l.ref.multi
+	switch {
+	case m == nil:
+		return a.l.ref.key
+	case a.blocker == "":
+		return ""
+	}
+	return m.keys[m.blocker]
+}
+
+// # How Inspect reads each kind (lua/state.lua)
+
+// The kinds of lock Info.Kind names, as lua/state.lua does.
+const (
+	kindLock      = "lock"
+	kindShared    = "shared"
+	kindSemaphore = "semaphore"
+)
+
+// readKind checks what state.lua read of a held lock against its kind
+// (count: its holders; limit: a semaphore's limit key; holder and
+// metadata: an exclusive holder's) and fills info's kind-specific fields;
+// ok false: no kind looks like that.
+func readKind(info *Info, kind string, count int64, limit, metadata, holder string, holders int) (ok bool, err error) {
+	info.Count = int(count)
+	switch {
+	case kind == kindLock && count == 0 && limit == "" && holders == 3:
+		info.Count = 1
+	case kind == kindShared && limit == "" && metadata == "":
+		info.Shared = int(count)
+	case kind == kindSemaphore && count > 0 && metadata == "" && holder == "":
+		if limit != "" {
+			n, err := strconv.Atoi(limit)
+			if err != nil || n < 1 {
+				return false, notALockError{fmt.Sprintf("the semaphore's limit holds %q, not a number of slots", limit), nil}
+			}
+			info.Limit = n
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// # The error words of each kind
 
 // subject names the lock in errors.
 func (a *acquisition) subject() string {
@@ -63,6 +270,22 @@ func (a *acquisition) subject() string {
 		return fmt.Sprintf("multi lock %q", a.name)
 	}
 	return fmt.Sprintf("%q", a.name)
+}
+
+// subjectName is subject without the kind's word.
+func (a *acquisition) subjectName() string {
+	if a.kind == multiLock {
+		return strings.TrimPrefix(a.subject(), "multi lock ")
+	}
+	return fmt.Sprintf("%q", a.name)
+}
+
+// heldSubject is subject, and a multi lock's name that kept it out.
+func (a *acquisition) heldSubject() string {
+	if a.kind == multiLock && a.blocker != "" {
+		return fmt.Sprintf("%s: %q", a.subject(), a.blocker)
+	}
+	return a.subject()
 }
 
 func (a *acquisition) heldWords() string {

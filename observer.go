@@ -137,16 +137,11 @@ type FailOpenEvent struct {
 	Err error
 }
 
-// infoKind is k as Info.Kind names it: a multi lock is a lock.
-func (k lockKind) infoKind() string {
-	return [...]string{kindLock, kindShared, kindSemaphore, kindLock}[k]
-}
-
 // observeHold reports that the hold began or ended to a GaugeObserver,
 // and an Elect term with it.
 func (l *hold) observeHold(began bool) {
 	if g := l.opts.gauges; g != nil {
-		g.ObserveHold(HoldEvent{Name: l.name, Kind: l.ref.kind.infoKind(), Began: began})
+		g.ObserveHold(HoldEvent{Name: l.name, Kind: l.ref.kind.rules().info, Began: began})
 		if l.opts.campaign {
 			g.ObserveLeader(LeaderEvent{Name: l.name, Leading: began})
 		}
@@ -158,6 +153,6 @@ func (l *hold) observeHold(began bool) {
 // reporting costs no allocation.
 func (l *hold) observeWait(began bool) {
 	if g := l.opts.gauges; g != nil {
-		g.ObserveWait(WaitEvent{Name: l.name, Kind: l.ref.kind.infoKind(), Began: began, Campaign: l.opts.campaign})
+		g.ObserveWait(WaitEvent{Name: l.name, Kind: l.ref.kind.rules().info, Began: began, Campaign: l.opts.campaign})
 	}
 }

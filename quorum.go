@@ -272,15 +272,8 @@ func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, a
 
 func (q *quorumStore) queues() bool { return false }
 
-// serves refuses the kinds but the exclusive lock: they would need a
-// majority's verdict on their sets.
-func (q *quorumStore) serves(k lockKind) error {
-	if k == exclusiveLock {
-		return nil
-	}
-	return invalidf("%s needs a Client on one Redis deployment (New); a quorum Client does not support it",
-		[...]string{"", "AcquireShared", "AcquireSemaphore", "AcquireMulti"}[k])
-}
+// serves refuses what a kind cannot have of a majority (see needsOneDeployment).
+func (q *quorumStore) serves(k lockKind) error { return k.needsOneDeployment() }
 
 func (q *quorumStore) idle() <-chan struct{} { return nil }
 

@@ -65,10 +65,10 @@ func (s singleStore) slotted() bool {
 	return cluster
 }
 
-// serves refuses a multi lock on a Ring: one script cannot span its shards.
+// serves refuses on a Ring what one script over several keys needs.
 func (s singleStore) serves(k lockKind) error {
-	if _, ring := s.rdb.(*redis.Ring); ring && k == multiLock {
-		return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
+	if _, ring := s.rdb.(*redis.Ring); ring {
+		return k.needsOneScript()
 	}
 	return nil
 }
@@ -89,14 +89,14 @@ func (s singleStore) check(o *options) error {
 
 func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	switch {
-	case ref.kind == multiLock:
+	case ref.multi != nil:
 		return s.acquireMulti(ctx, o, ref)
 	case o.replicas > 0:
 		return s.acquireAcked(ctx, o, ref)
 	}
 	first := !ref.attempted
 	ref.attempted = true
-	if first && ref.kind == exclusiveLock && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
+	if first && ref.setArgs[0] != nil && !ref.fenced && !ref.waiting && s.scripted != nil && s.scripted.Load() {
 		cmd := redis.NewCmd(ctx, ref.setArgs[:]...)
 		cmd.SetFirstKeyPos(1)
 		cmd = s.send(ctx, ref.key, cmd, false)
@@ -112,10 +112,9 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		// Not set: the script says why.
 	}
 	reply := s.run(ctx, ref.acquireCommand(true), ref.waiting)
-	if ref.waiting && ref.kind == exclusiveLock && isTryAgain(reply.Err()) {
-		// A slot in migration refuses scripts whose keys are not all there
-		// (the queue's): wait without a place in the queue meanwhile.
-		reply = s.run(ctx, ref.acquireCommand(false), true)
+	if plain, _ := ref.outOfQueue(); ref.waiting && plain != nil && isTryAgain(reply.Err()) {
+		// A slot in migration: wait without a place in the queue meanwhile.
+		reply = s.run(ctx, plain, true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
@@ -197,11 +196,8 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
 	reply, err := s.run(ctx, ref.releaseArgs[:], false).Int64()
-	if isTryAgain(err) && ref.kind == exclusiveLock {
-		// A slot in migration: release without the queue's keys, so without
-		// handing on. Rare: built here, not kept in every lock.
-		plain := []any{"evalsha", releaseSHA, 1, ref.keyArg, &ref.token, ref.releaseArgs[8]}
-		reply, err = s.run(ctx, plain, false).Int64()
+	if _, plain := ref.outOfQueue(); plain != nil && isTryAgain(err) {
+		reply, err = s.run(ctx, plain, false).Int64() // a slot in migration
 	}
 	if err == nil {
 		s.ranScript()
@@ -307,15 +303,10 @@ func (s singleStore) releaseKey(ctx context.Context, key, token string) (int64, 
 }
 
 func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
-	script, keys := pttlScript, []string{ref.key}
-	switch ref.kind {
-	case multiLock:
+	if ref.multi != nil {
 		return s.pttlMulti(ctx, ref)
-	case semaphoreSlot:
-		script = semPTTLScript
-	case sharedHold:
-		script, keys = sharedPTTLScript, []string{ref.key, ref.extraKey}
 	}
+	script, keys := ref.pttlCommand()
 	return runOn(ctx, s.rdb, scriptArgs(script, keys, ref.token)).Int64()
 }
 
@@ -396,16 +387,6 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		}
 		r.reply, r.err = cmds[i].Int64()
 	}
-}
-
-func extendCommand(r *extendRequest) (*redis.Script, []string) {
-	switch r.kind {
-	case semaphoreSlot:
-		return semExtendScript, []string{r.key, r.extraKey}
-	case sharedHold:
-		return sharedExtendScript, []string{r.key, r.extraKey}
-	}
-	return extendScript, []string{r.key}
 }
 
 // holderTTL converts a holder's PTTL reply: a lease about to end (0) is

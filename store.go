@@ -69,7 +69,7 @@ type lockRef struct {
 	// multi: a lock of several names (see multi.go); key is its first's.
 	multi  *multiRef
 	fenced bool
-	// kind picks the scripts (see lockKind). extraKey: the name's shared
+	// kind picks the scripts and their layout (see kind.go). extraKey: the name's shared
 	// holders' set, which every kind's release names (a hand-over to a
 	// shared waiter fills it), but a semaphore's, where it is the limit key
 	// and arg the limit.
@@ -89,6 +89,7 @@ type lockRef struct {
 	// the caller does not wait, faster on the server than the script. When
 	// it finds the key taken, the script tells held (and for how long) from
 	// another type, or from our own SET whose reply was lost and resent.
+	// Only the kinds that may take their key so have it (see commands).
 	setArgs     [6]any
 	acquireArgs *[14]any // see acquireCommand; made on first use
 	// releaseArgs: built once, never written again: concurrent Releases read it.
@@ -126,68 +127,12 @@ func (r *lockRef) init(names, shared string, keyLen int, o *options) {
 	}
 }
 
-// commands builds the prepared commands.
-func (r *lockRef) commands(o *options) {
-	r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
-	// Every kind's release: the key, the queue's keys, extraKey, the token,
-	// and how to announce and hand over (a semaphore's with the limit its
-	// set keeps).
-	handover := o.handoverArg
-	if r.kind == semaphoreSlot {
-		handover = fmt.Sprint(handover, " ", r.arg)
-	}
-	r.releaseArgs = [9]any{"evalsha", scriptsOf[r.kind].releaseSHA, 4, r.keyArg, &r.queueKey, &r.expiryKey,
-		&r.extraKey, &r.token, handover}
-}
-
 // handoverArg is the last argument of a release: publish (the
 // announcement's command: PUBLISH, SPUBLISH or "" for none), a space, and
 // how long (ms) a lock handed to a waiter is held for it, handoffClaim at
 // most the TTL; built once per options (see Client.resolve).
 func handoverArg(publish any, ttl time.Duration) any {
 	return fmt.Sprint(publish, " ", min(handoffClaim, ttl).Milliseconds())
-}
-
-// scriptsOf: the scripts' SHA1s of a lock by kind, boxed once.
-var scriptsOf = [...]struct{ acquireSHA, releaseSHA any }{
-	exclusiveLock: {acquireSHA, releaseSHA},
-	sharedHold:    {sharedAcquireSHA, sharedReleaseSHA},
-	semaphoreSlot: {semAcquireSHA, semReleaseSHA},
-	multiLock:     {multiAcquireSHA, multiReleaseSHA},
-}
-
-// acquireCommand returns the next attempt's EVALSHA: with the fence counter
-// when fenced, and the queue's keys when the caller waits (for an exclusive
-// lock only when queue is set).
-func (r *lockRef) acquireCommand(queue bool) []any {
-	if r.acquireArgs == nil {
-		// Not in the lock itself: an uncontended plain lock never needs it.
-		r.acquireArgs = new([14]any)
-	}
-	a := r.acquireArgs[:0]
-	a = append(a, "evalsha", scriptsOf[r.kind].acquireSHA, 0, r.keyArg)
-	if r.kind != exclusiveLock {
-		a = append(a, r.extraKey, &r.queueKey, &r.expiryKey)
-	}
-	fenced, wait := "0", any("0")
-	if r.fenced {
-		a, fenced = append(a, &r.fenceKey), "1"
-	}
-	if r.waiting && (queue || r.kind != exclusiveLock) {
-		wait = queueHoldArg
-		if r.kind == exclusiveLock {
-			a = append(a, &r.queueKey, &r.expiryKey)
-		}
-		a = append(a, &r.leftKey) // last: a waiter that left takes nothing
-	}
-	a[2] = len(a) - 3
-	switch r.kind {
-	case sharedHold:
-		return append(a, &r.token, r.ttlArg, fenced, wait, r.releaseArgs[8])
-	case semaphoreSlot:
-		return append(a, &r.token, r.ttlArg, r.arg, fenced, wait)
-	}
-	return append(a, &r.token, r.ttlArg, fenced, wait)
 }
 
 // giveBackArgs is r's release as a waiter that leaves (ARGV '1'). With

@@ -17,8 +17,9 @@ type Branch struct {
 }
 
 // KindBranches finds the kind branches in sources (Go files by name),
-// outside kindFiles; kindType is the kind's type, values more kind values.
-func KindBranches(sources map[string][]byte, kindType string, values, kindFiles []string) ([]Branch, error) {
+// outside kindFiles; kindType is the kind's type, rulesType the type of its
+// behaviour (its bool fields are its traits), values more kind values.
+func KindBranches(sources map[string][]byte, kindType, rulesType string, values, kindFiles []string) ([]Branch, error) {
 	fset := token.NewFileSet()
 	files := map[string]*ast.File{}
 	for name, src := range sources {
@@ -34,6 +35,7 @@ func KindBranches(sources map[string][]byte, kindType string, values, kindFiles 
 	}
 	for _, f := range files {
 		collectKinds(f, kindType, isValue, isPredicate)
+		collectTraits(f, rulesType, isPredicate)
 	}
 	isKind := func(e ast.Expr) bool {
 		switch e := ast.Unparen(e).(type) {
@@ -57,8 +59,8 @@ func KindBranches(sources map[string][]byte, kindType string, values, kindFiles 
 				if (n.Op == token.EQL || n.Op == token.NEQ) && (isKind(n.X) || isKind(n.Y)) {
 					mark(n)
 				}
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && isPredicate[sel.Sel.Name] {
+			case *ast.SelectorExpr:
+				if isPredicate[n.Sel.Name] {
 					mark(n)
 				}
 			case *ast.SwitchStmt:
@@ -137,4 +139,25 @@ func namesKind(e ast.Expr) bool {
 		return e.Sel.Name == "kind" || e.Sel.Name == "Kind"
 	}
 	return false
+}
+
+// collectTraits adds the bool fields of f's struct type rulesType to
+// isPredicate: reading a kind's trait is testing the kind.
+func collectTraits(f *ast.File, rulesType string, isPredicate map[string]bool) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		spec, ok := n.(*ast.TypeSpec)
+		if !ok || spec.Name.Name != rulesType {
+			return true
+		}
+		if st, ok := spec.Type.(*ast.StructType); ok {
+			for _, field := range st.Fields.List {
+				if id, ok := field.Type.(*ast.Ident); ok && id.Name == "bool" {
+					for _, name := range field.Names {
+						isPredicate[name.Name] = true
+					}
+				}
+			}
+		}
+		return false
+	})
 }

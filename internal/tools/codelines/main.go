@@ -32,7 +32,10 @@
 //     of its case lines, default included;
 //   - a case line that lists a kind value (in any switch);
 //   - a call of a kind predicate: a method of the kind type that returns a
-//     bool (keepsTurn, say), wherever it is called.
+//     bool, wherever it is called;
+//   - a read of a kind's trait: a bool field of the type of a kind's
+//     behaviour (-rules; keepsTurn, say), wherever it is read, passed on
+//     as an argument too.
 //
 // The kind values are the constants of the kind type (-type; a const group
 // whose first constant has that type counts whole, as iota does) and the
@@ -55,10 +58,11 @@ func main() {
 	dir := flag.String("dir", ".", "the root package's directory")
 	verbose := flag.Bool("v", false, "list each file's code lines and each kind branch")
 	kindType := flag.String("type", "lockKind", "the kind's Go type")
+	rulesType := flag.String("rules", "kindRules", "the Go type of a kind's behaviour, whose bool fields are its traits")
 	values := flag.String("values", "kindLock,kindShared,kindSemaphore", "more kind values, comma-separated")
 	kindFiles := flag.String("kindfiles", "kind.go", "the kinds' own definitions, comma-separated")
 	flag.Parse()
-	if err := run(os.Stdout, *dir, *verbose, *kindType, split(*values), split(*kindFiles)); err != nil {
+	if err := run(os.Stdout, *dir, *verbose, *kindType, *rulesType, split(*values), split(*kindFiles)); err != nil {
 		fmt.Fprintln(os.Stderr, "codelines:", err)
 		os.Exit(1)
 	}
@@ -72,7 +76,7 @@ func split(s string) []string {
 }
 
 // run prints the report on w.
-func run(w io.Writer, dir string, verbose bool, kindType string, values, kindFiles []string) error {
+func run(w io.Writer, dir string, verbose bool, kindType, rulesType string, values, kindFiles []string) error {
 	goFiles, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return err
@@ -104,7 +108,7 @@ func run(w io.Writer, dir string, verbose bool, kindType string, values, kindFil
 		}
 	}
 	fmt.Fprintf(w, "code lines: go %d, lua %d, total %d\n", goTotal, luaTotal, goTotal+luaTotal)
-	branches, err := KindBranches(sources, kindType, values, kindFiles)
+	branches, err := KindBranches(sources, kindType, rulesType, values, kindFiles)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,11 @@ const other = 3
 
 func (k lockKind) keepsTurn() bool { return k == exclusiveLock }
 func (k lockKind) what() string  { return "" }
+
+type kindRules struct {
+	call      string
+	takesTurn bool
+}
 `
 
 const engineSrc = `package p
@@ -69,16 +74,18 @@ func f(k lockKind, r ref, kind string) {
 	switch k {
 	case exclusiveLock, sharedHold: // a switch by its cases
 	}
+	_ = rules.call      // not a trait
+	enter(rules.takesTurn) // a trait, wherever read
 }
 `
 
 func TestKindBranches(t *testing.T) {
 	got, err := KindBranches(map[string][]byte{"kind.go": []byte(kindSrc), "engine.go": []byte(engineSrc)},
-		"lockKind", []string{"kindLock"}, []string{"kind.go"})
+		"lockKind", "kindRules", []string{"kindLock"}, []string{"kind.go"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int{4, 9, 11, 12, 13, 19, 21, 22}
+	want := []int{4, 9, 11, 12, 13, 19, 21, 22, 25}
 	var lines []int
 	for _, b := range got {
 		if b.File != "engine.go" {
@@ -107,10 +114,10 @@ func TestRun(t *testing.T) {
 	write("engine_test.go", "package p\n\nfunc TestX() { _ = exclusiveLock == sharedHold }\n")
 	write("lua/a.lua", "-- KEYS[1]\nlocal x = 1\nreturn x\n")
 	var out bytes.Buffer
-	if err := run(&out, dir, false, "lockKind", []string{"kindLock"}, []string{"kind.go"}); err != nil {
+	if err := run(&out, dir, false, "lockKind", "kindRules", []string{"kindLock"}, []string{"kind.go"}); err != nil {
 		t.Fatal(err)
 	}
-	want := "code lines: go 32, lua 2, total 34\nkind branches: 8 in 1 files (engine.go 8)\n"
+	want := "code lines: go 38, lua 2, total 40\nkind branches: 9 in 1 files (engine.go 9)\n"
 	if out.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", out.String(), want)
 	}
