@@ -206,10 +206,11 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 }
 
 // docs/security.md's line for Inspect and Break is enough: on top of the
-// minimal ACL, +zcard +zcount +zrange +zscore +type for an exclusive lock,
-// and +zrangebyscore for the holders of a semaphore or of a lock held shared
-// (which their own users have, see semaphoreACLCommands); Break and
-// BreakHolder also +zrem and +publish.
+// minimal ACL, +zcard +zcount +zrange +zscore +type for an exclusive lock
+// (and a lone reader's hold, which has its shape), and +zrangebyscore for
+// the holders of a semaphore or of a lock held shared by several (which
+// their own users have, see semaphoreACLCommands); Break and BreakHolder
+// also +zrem and +publish.
 func TestInspectAndBreakACL(t *testing.T) {
 	server := redistest.Start(t)
 	admin := newRedisClient(t, server.Addr())
@@ -226,11 +227,18 @@ func TestInspectAndBreakACL(t *testing.T) {
 	require.NoError(t, err)
 	r, err := holders.AcquireShared(ctx, "acl-shared")
 	require.NoError(t, err)
+	r2, err := redislock.New(admin, quiet).AcquireShared(ctx, "acl-shared") // two: the holders' set
+	require.NoError(t, err)
+	lone, err := holders.AcquireShared(ctx, "acl-lone") // one: the exclusive lock's shape
+	require.NoError(t, err)
 
 	operator := redislock.New(setACLUser(t, admin, "inspector", rules()...), quiet)
-	info, err := operator.Inspect(ctx, "acl-lock")
-	require.NoError(t, err)
-	require.Equal(t, "lock", info.Kind)
+	for name, kind := range map[string]string{"acl-lock": "lock", "acl-lone": "shared"} {
+		info, err := operator.Inspect(ctx, name)
+		require.NoError(t, err, name)
+		require.Equal(t, kind, info.Kind)
+	}
+	require.NoError(t, lone.Release(ctx))
 	for _, name := range []string{"acl-sem", "acl-shared"} {
 		_, err = operator.Inspect(ctx, name)
 		require.Error(t, err, "%s without +zrangebyscore", name) // NOPERM, or ERR on Redis 7.0
@@ -245,7 +253,7 @@ func TestInspectAndBreakACL(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, kind, info.Kind)
 	}
-	for _, held := range []*redislock.Lock{l, s, r} {
+	for _, held := range []*redislock.Lock{l, s, r, r2} {
 		require.ErrorIs(t, held.Release(ctx), redislock.ErrNotHeld)
 	}
 	// BreakHolder needs no more than Break.

@@ -63,16 +63,21 @@ type kindRules struct {
 	// queuesOnServer: its waiters wait in the server's queue on a store
 	// that has one; a multi lock's watch the name that kept them out instead.
 	queuesOnServer bool
+	// setsAlone: a caller that does not wait first tries SET key token NX
+	// PX ttl, the one command of an uncontended exclusive lock; a lone
+	// reader's hold is that key too (its token's mark tells it shared, see
+	// lua/shared_acquire.lua).
+	setsAlone bool
 }
 
 // kinds: each kind's behaviour, by kind.
 var kinds = [...]kindRules{
 	exclusiveLock: {call: "Acquire", what: "acquire", handsOut: "a lock", info: kindLock,
 		acquireSHA: acquireSHA, releaseSHA: releaseSHA, extend: extendScript, pttl: pttlScript,
-		takesTurn: true, keepsTurn: true, queuesOnServer: true},
+		takesTurn: true, keepsTurn: true, queuesOnServer: true, setsAlone: true},
 	sharedHold: {call: "AcquireShared", what: "acquire shared", handsOut: "a share", info: kindShared, mark: "s",
 		acquireSHA: sharedAcquireSHA, releaseSHA: sharedReleaseSHA, extend: sharedExtendScript, pttl: sharedPTTLScript,
-		holdersKey: true, oneToken: true, queuesOnServer: true},
+		holdersKey: true, oneToken: true, queuesOnServer: true, setsAlone: true},
 	semaphoreSlot: {call: "AcquireSemaphore", what: "acquire semaphore", handsOut: "a slot", info: kindSemaphore, mark: "n",
 		acquireSHA: semAcquireSHA, releaseSHA: semReleaseSHA, extend: semExtendScript, pttl: semPTTLScript,
 		holdersKey: true, queuesOnServer: true},
@@ -111,12 +116,12 @@ func (k lockKind) needsOneScript() error {
 
 // # The argument layout of each kind's scripts
 
-// commands builds the prepared commands: SET NX (an exclusive lock's fast
-// path, see singleStore.acquire) and the release: the key, the queue's keys,
+// commands builds the prepared commands: SET NX (the fast path of the kinds
+// that set alone, see singleStore.acquire) and the release: the key, the queue's keys,
 // extraKey, the token, and how to announce and hand over (a semaphore's
 // with the limit its set keeps).
 func (r *lockRef) commands(o *options) {
-	if r.kind == exclusiveLock {
+	if r.kind.rules().setsAlone {
 		r.setArgs = [6]any{"set", r.keyArg, &r.token, "nx", "px", r.ttlArg}
 	}
 	handover := o.handoverArg

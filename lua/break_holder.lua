@@ -52,6 +52,9 @@ if info[8] == 'semaphore' then
   end
 elseif info[8] == 'shared' then
   local member = find(KEYS[5])
+  if not member and value and ours(value) then
+    member = value -- a lone reader's hold (see shared_acquire.lua)
+  end
   if member then
     released = releaseShare({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, {member, ARGV[2] .. ' ' .. ARGV[3]})
   end

@@ -116,3 +116,21 @@ local function handOver(key, holders, queue, expiries, publish, lease, head)
   end
   return false
 end
+-- letGo frees key, which its releaser held alone (a lock, a lone reader's
+-- hold, or the last share, whose holders' set the caller deleted): hands it
+-- to the first waiter in queue (handOver); with nobody in line (the common
+-- case) deletes it, and nobody is there to tell. A queue not read (queued
+-- false: a release without the queue's keys; or an ACL without ZRANGE, whose
+-- pcall returns an error) may hold anyone: the key goes, announced.
+local function letGo(key, holders, queue, expiries, publish, lease, queued)
+  local head = queued and redis.pcall('ZRANGE', queue, 0, 0)
+  local read = type(head) == 'table' and not head.err
+  if read and head[1] then
+    handOver(key, holders, queue, expiries, publish, lease, head[1])
+    return
+  end
+  redis.call('DEL', key)
+  if not read and publish ~= '' then
+    redis.pcall(publish, key .. ':released', '1')
+  end
+end

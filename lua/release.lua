@@ -61,20 +61,7 @@ if value ~= token then
   end
   return -1
 end
-local head = queued and redis.pcall('ZRANGE', KEYS[2], 0, 0)
-if type(head) == 'table' and not head.err and not head[1] then
-  -- Nobody in line, so nobody to tell (see above). The common case, kept
-  -- to the commands it needs. Without the right to ZRANGE the pcall
-  -- returns an error, and the release goes the long way.
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-if type(head) == 'table' and head[1] then
-  handOver(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, head[1])
-  return 1
-end
-redis.call('DEL', KEYS[1])
-if publish ~= '' then
-  redis.pcall(publish, KEYS[1] .. ':released', '1')
-end
+-- Nobody in line: nobody to tell (see above), the common case, kept to the
+-- commands it needs; without the right to ZRANGE, announced (see letGo).
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, queued)
 return 1

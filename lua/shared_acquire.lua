@@ -83,7 +83,12 @@ if waiting > 0 then
     redis.call('ZREM', KEYS[4], gone)
   end
 end
-local marked = value and string.sub(value, 1, #MARK) == MARK
+-- lone: the key holds another reader's token, the hold of a reader that
+-- took the name alone with SET NX (see singleStore.acquire): read as a
+-- shared hold of one; a reader admitted beside it makes it a share in the
+-- holders' set (with the key's lease) before the key becomes the marker.
+local lone = value and value ~= token and shared(value)
+local marked = value and string.sub(value, 1, #MARK) == MARK or lone
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked) then
   ours = true
@@ -115,7 +120,9 @@ if ours then
   -- A marker goes on; a handed key (our token) or a free one starts a
   -- new epoch.
   local epoch = MARK
-  if marked then
+  if lone then
+    redis.call('ZADD', KEYS[2], now + math.max(redis.call('PTTL', KEYS[1]), 1), value)
+  elseif marked then
     epoch = value
   end
   local fence = 0

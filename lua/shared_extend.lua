@@ -19,6 +19,11 @@ end
 if not value then
   return 0
 end
+if value == ARGV[1] then
+  -- a lone reader's hold (see shared_acquire.lua): the key is its lease
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
 if string.sub(value, 1, #MARK) ~= MARK then
   return -1
 end

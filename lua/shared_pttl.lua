@@ -17,6 +17,9 @@ end
 if not value then
   return -2
 end
+if value == ARGV[1] then
+  return redis.call('PTTL', KEYS[1]) -- a lone reader's hold (see shared_acquire.lua)
+end
 if string.sub(value, 1, #MARK) ~= MARK then
   return -3
 end

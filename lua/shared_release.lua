@@ -64,15 +64,11 @@ if value ~= token then
     redis.call('PEXPIRE', KEYS[4], keep)
     return reply
   end
+  redis.call('DEL', KEYS[4]) -- the epoch's holders: the last one left
 end
 -- The last shared holder left (or the key was handed to us as we gave
 -- up): as release.lua, the lock goes to the first live waiter; with
 -- nobody in line (the common case), the key and the set just go.
-local head = redis.pcall('ZRANGE', KEYS[2], 0, 0)
-if type(head) == 'table' and not head.err and not head[1] then
-  redis.call('DEL', KEYS[1], KEYS[4])
-  return reply
-end
-redis.call('DEL', KEYS[4])
-handOver(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim)
+-- A lone reader's hold (see shared_acquire.lua) goes as release.lua's lock.
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, true)
 return reply

@@ -136,11 +136,14 @@ local function state()
   end
   local metadata = ''
   local at = string.find(value, '\31', 1, true)
-  if at then
-    metadata = string.sub(value, at + 1)
-  end
   local pttl = redis.call('PTTL', KEYS[1])
-  if kind == 'lock' then
+  if kind == 'lock' and string.match(value, '^[A-Z2-7]*%.?s') then
+    -- a lone reader's hold (a shared token, see shared_acquire.lua): a
+    -- shared hold of one, its metadata with it in Holders
+    kind, count = 'shared', 1
+    list = holder(list, value, pttl)
+  elseif kind == 'lock' then
+    metadata = at and string.sub(value, at + 1) or ''
     list = holder(list, value, pttl)
   end
   return {1, pttl, metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}, nil, value

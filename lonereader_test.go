@@ -1,0 +1,106 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock"
+)
+
+// A shared hold that nobody shares is the exclusive lock's shape: one SET NX
+// of the reader's (marked) token, released by one script. Every other
+// operation on it reads it as a shared hold of one.
+func TestALoneReaderIsOneSETOnceTheScriptsRan(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		hook := &commandLog{}
+		rdb := newRedisClient(t, b.rdb.Options().Addr)
+		rdb.AddHook(hook)
+		c := redislock.New(rdb, quiet)
+		warm, err := c.AcquireShared(ctx, "warm")
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
+		hook.take()
+
+		// Taken and let go as the exclusive lock is.
+		l, err := c.AcquireShared(ctx, "alone", redislock.WithMetadata("reader=1"))
+		require.NoError(t, err)
+		require.Equal(t, []string{"set"}, hook.take(), "a lone reader's acquire is one SET NX")
+		require.Equal(t, l.Token()+"\x1freader=1", b.rdb.Get(ctx, l.Key()).Val(), "the key holds the reader's token (and metadata)")
+		require.Greater(t, b.rdb.PTTL(ctx, l.Key()).Val(), redislock.DefaultTTL/2)
+
+		// Read as a shared hold of one.
+		info, err := c.Inspect(ctx, "alone")
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Equal(t, "shared", info.Kind)
+		require.Equal(t, 1, info.Count)
+		require.Equal(t, 1, info.Shared)
+		require.Len(t, info.Holders, 1)
+		require.Equal(t, redislock.HolderID(l), info.Holders[0].ID)
+		require.Equal(t, "reader=1", info.Holders[0].Metadata)
+		require.Positive(t, info.TTL)
+
+		// Extended, its TTL read, as its kind.
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		ttl, err := l.TTL(ctx)
+		require.NoError(t, err)
+		require.Greater(t, ttl, 30*time.Second)
+
+		// A writer is kept out; a semaphore of the name is refused.
+		_, err = c.Acquire(ctx, "alone")
+		require.ErrorIs(t, err, redislock.ErrNotAcquired)
+		_, err = c.AcquireSemaphore(ctx, "alone", 2)
+		require.ErrorIs(t, err, redislock.ErrNotALock)
+
+		// A second reader shares it; each lets go of its own share.
+		second, err := redislock.New(rdb, quiet).AcquireShared(ctx, "alone")
+		require.NoError(t, err)
+		info, err = c.Inspect(ctx, "alone")
+		require.NoError(t, err)
+		require.Equal(t, 2, info.Shared)
+		require.ElementsMatch(t, []string{redislock.HolderID(l), redislock.HolderID(second)},
+			[]string{info.Holders[0].ID, info.Holders[1].ID})
+		ttl, err = l.TTL(ctx)
+		require.NoError(t, err)
+		require.Greater(t, ttl, 30*time.Second, "the first reader's lease went with it into the set")
+		require.NoError(t, l.Extend(ctx, time.Minute))
+		require.NoError(t, l.Release(ctx))
+		_, err = c.Acquire(ctx, "alone")
+		require.ErrorIs(t, err, redislock.ErrNotAcquired, "the second reader still holds")
+		require.NoError(t, second.Release(ctx))
+		require.Zero(t, b.rdb.Exists(ctx, l.Key()).Val())
+
+		// A lone reader's release hands the name to a writer in line.
+		l, err = c.AcquireShared(ctx, "handed")
+		require.NoError(t, err)
+		writer := make(chan error, 1)
+		go func() {
+			w, err := redislock.New(rdb, quiet).Acquire(ctx, "handed", redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+			if err == nil {
+				err = w.Release(ctx)
+			}
+			writer <- err
+		}()
+		eventually(t, 10*time.Second, func() bool { return queueLen(t, b.rdb, "handed") == 1 }, "the writer queued")
+		require.NoError(t, l.Release(ctx))
+		select {
+		case err := <-writer:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second): // a hand-over, not a lease's end: far within this on any machine
+			t.Fatal("the writer did not get the name the lone reader let go")
+		}
+
+		// Broken by its ID, as every holder is.
+		l, err = c.AcquireShared(ctx, "broken")
+		require.NoError(t, err)
+		info, err = c.BreakHolder(ctx, "broken", redislock.HolderID(l))
+		require.NoError(t, err)
+		require.Equal(t, "shared", info.Kind)
+		require.Zero(t, b.rdb.Exists(ctx, l.Key()).Val())
+		_ = l.Release(ctx)
+	})
+}
