@@ -40,6 +40,7 @@ func child(cfg config) {
 	c := redislock.New(rdb, redislock.WithFencing(), redislock.WithTTL(cfg.TTL),
 		redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)),
 		redislock.WithLogger(slog.New(slog.DiscardHandler)))
+	unfenced := redislock.New(rdb, redislock.WithTTL(cfg.TTL), redislock.WithLogger(slog.New(slog.DiscardHandler)))
 	var mu sync.Mutex
 	out := json.NewEncoder(os.Stdout)
 	var wg sync.WaitGroup
@@ -52,11 +53,13 @@ func child(cfg config) {
 				holdOnce = holdMulti
 			}
 			for monoclock.Now() < cfg.End {
-				hold := holdOnce
+				var h hold
+				var ok bool
 				if cfg.Mode == "shared" {
-					hold = sharedHoldOnce
+					h, ok = sharedHoldOnce(c, unfenced, cfg)
+				} else {
+					h, ok = holdOnce(c, cfg)
 				}
-				h, ok := hold(c, cfg)
 				if !ok {
 					continue
 				}
@@ -68,6 +71,7 @@ func child(cfg config) {
 	}
 	wg.Wait()
 	_ = c.Close(context.Background())
+	_ = unfenced.Close(context.Background())
 }
 
 // holdOnce takes a slot, writes while Valid says it is ours, and releases.

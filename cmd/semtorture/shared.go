@@ -22,17 +22,23 @@ import (
 	"github.com/redislock/redislock/internal/monoclock"
 )
 
-// exclusiveShare is the share of exclusive holds among attempts.
-const exclusiveShare = 0.3
+// exclusiveShare is the share of exclusive holds among attempts;
+// aloneShare the share of shared attempts that do not wait nor fence,
+// which take a free name with one SET NX (a lone reader's hold, see
+// lua/shared_acquire.lua), through unfenced.
+const exclusiveShare, aloneShare = 0.3, 0.3
 
 // sharedHoldOnce takes an exclusive or a shared hold, writes while Valid
 // says it is ours, and releases.
-func sharedHoldOnce(c *redislock.Client, cfg config) (hold, bool) {
+func sharedHoldOnce(c, unfenced *redislock.Client, cfg config) (hold, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	shared := rand.Float64() >= exclusiveShare
 	acquire := c.Acquire
-	if shared {
+	switch {
+	case shared && rand.Float64() < aloneShare:
+		acquire = unfenced.AcquireShared
+	case shared:
 		acquire = c.AcquireShared
 	}
 	l, err := acquire(ctx, cfg.Name)
@@ -116,7 +122,8 @@ func fenceInversions(holds []hold) int {
 	n := 0
 	for i, earlier := range holds {
 		for _, later := range holds[i+1:] {
-			if later.From <= earlier.To || earlier.Shared && later.Shared {
+			// (an unfenced hold, fence 0, is checked for overlaps only)
+			if later.From <= earlier.To || earlier.Shared && later.Shared || earlier.Fence == 0 || later.Fence == 0 {
 				continue
 			}
 			if later.Fence <= earlier.Fence {
