@@ -47,10 +47,8 @@
 --          an error     WRONGTYPE when a key holds a value of another type
 local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
--- left: a waiter that left, not in line (see acquire.lua).
-local function left()
-  return wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1'
-end
+-- The caller's left mark (see prelude.lua's hasLeft).
+local mark = wait > 0 and KEYS[#KEYS] or nil
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
   if string.find(value.err, 'WRONGTYPE', 1, true) then
@@ -66,8 +64,7 @@ end
 local function exclusive(waiter)
   return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
 end
-local clock = redis.call('TIME')
-local now, micros = serverTime(clock)
+local now, micros = serverTime()
 -- The holders' leases that ended go; a key of another type says so here.
 local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if type(pruned) == 'table' then
@@ -88,7 +85,7 @@ local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~
 if not ours and (not value or marked) then
   ours = true
   local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
-  if not rank and left() then
+  if not rank and hasLeft(mark) then
     return -1
   end
   if waiting > 0 then
@@ -172,16 +169,9 @@ if ours then
   end
   return fence
 end
-if wait > 0 then
-  -- NX: a waiter coming back keeps its place; its expiry moves on; one
-  -- that left does not get back in.
-  if redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token) == 1 and left() then
-    redis.call('ZREM', KEYS[3], token)
-    return -1
-  end
-  redis.call('ZADD', KEYS[4], now + wait, token)
-  redis.call('PEXPIRE', KEYS[3], wait)
-  redis.call('PEXPIRE', KEYS[4], wait)
+-- The queue join (prelude.lua): one that left does not get back in.
+if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
+  return -1
 end
 if not value then
   return -1
