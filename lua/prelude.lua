@@ -94,3 +94,22 @@ local function joinQueue(queue, expiries, member, wait, mark, micros)
   redis.pcall('PEXPIRE', expiries, wait)
   return true
 end
+-- holds(key, token): whether the lock key holds token (the holder's whole
+-- value: its token, then any metadata): 1 and the value; 0 and false when
+-- the key is gone (expired or deleted); -1 and the value when it holds
+-- another token, -1 and false when a value of another type (not a lock of
+-- ours: a verdict); or nil and the error reply for any other error (no
+-- permission, out of memory): an error, not a verdict.
+local function holds(key, token)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value.err then
+    if string.find(value.err, 'WRONGTYPE', 1, true) then
+      return -1, false
+    end
+    return nil, value
+  end
+  if value == token then
+    return 1, value
+  end
+  return value and -1 or 0, value
+end
