@@ -64,14 +64,24 @@ end
 local function exclusive(waiter)
   return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
 end
-local now, micros = serverTime()
--- The holders' leases that ended go; a key of another type says so here.
-local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if type(pruned) == 'table' then
-  if string.find(pruned.err, 'WRONGTYPE', 1, true) then
+-- setError(reply): the error of a command on the holders' set that
+-- failed: a key of another type says so.
+local function setError(reply)
+  if string.find(reply.err, 'WRONGTYPE', 1, true) then
     return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' holds a ' .. redis.call('TYPE', KEYS[2]).ok .. ', not the shared holders')
   end
-  return pruned
+  return reply
+end
+local now, micros = serverTime()
+local marked = value and string.sub(value, 1, #MARK) == MARK
+-- While shares run, those whose lease ended go. Otherwise the set holds no
+-- running share (it lives no longer than the marker): the common case, a
+-- free name, skips the prune, and the set's type is told by our ZADD.
+if marked then
+  local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if type(pruned) == 'table' then
+    return setError(pruned)
+  end
 end
 local waiting = redis.call('ZCARD', KEYS[3])
 if waiting > 0 then
@@ -80,7 +90,6 @@ if waiting > 0 then
     redis.call('ZREM', KEYS[4], gone)
   end
 end
-local marked = value and string.sub(value, 1, #MARK) == MARK
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked) then
   ours = true
@@ -146,7 +155,12 @@ if ours then
       head = redis.call('ZRANGE', KEYS[3], skipped, skipped)
     end
   end
-  redis.call('ZADD', KEYS[2], now + ttl, token)
+  -- Our share (a set of another type says so here, when no prune above
+  -- told it), and the marker: the writes that make the hold.
+  local added = redis.pcall('ZADD', KEYS[2], now + ttl, token)
+  if type(added) == 'table' then
+    return setError(added)
+  end
   -- The key lasts as long as the latest lease: ours, in a new epoch.
   local keep = ttl
   if marked then
