@@ -16,8 +16,11 @@ import (
 var luaFiles embed.FS
 
 // lua returns the named scripts' sources, joined: prelude.lua (the server's
-// clock, the fence step), handover.lua and state.lua are functions that
-// other scripts start with, prelude.lua first.
+// clock, the fence step, the queue join, the read of a lock key),
+// lease.lua (a holder's lease in a set of holders), handover.lua and
+// state.lua are functions that other scripts start with, prelude.lua
+// first. extend.lua starts with none: the most frequent script, it runs
+// alone (the tests know it by its own SHA1).
 func lua(names ...string) string {
 	var src []byte
 	for _, name := range names {
@@ -52,13 +55,13 @@ var (
 	acquireScript       = script("prelude", "acquire")
 	releaseScript       = script("prelude", "handover", "release")
 	extendScript        = script("extend")
-	pttlScript          = script("pttl")
+	pttlScript          = script("prelude", "pttl")
 	inspectScript       = script("prelude", "state", "inspect")
 	breakScript         = script("prelude", "state", "handover", "break")
-	semExtendScript     = script("prelude", "semaphore_extend")
-	semPTTLScript       = script("prelude", "semaphore_pttl")
-	sharedExtendScript  = script("prelude", "shared_extend")
-	sharedPTTLScript    = script("prelude", "shared_pttl")
+	semExtendScript     = script("prelude", "lease", "semaphore_extend")
+	semPTTLScript       = script("prelude", "lease", "semaphore_pttl")
+	sharedExtendScript  = script("prelude", "lease", "shared_extend")
+	sharedPTTLScript    = script("prelude", "lease", "shared_pttl")
 	sharedReleaseScript = script("prelude", "handover", "shared_release")
 
 	// The SHA1s of the prepared commands' scripts, boxed once (see lockRef).
@@ -69,9 +72,9 @@ var (
 	semAcquireSHA    any = script("prelude", "semaphore_acquire").Hash()
 	semReleaseSHA    any = script("prelude", "handover", "semaphore_release").Hash()
 	multiAcquireSHA  any = script("prelude", "multi_acquire").Hash()
-	multiExtendSHA   any = script("multi_extend").Hash()
-	multiReleaseSHA  any = script("multi_release").Hash()
-	multiPTTLSHA     any = script("multi_pttl").Hash()
+	multiExtendSHA   any = script("prelude", "multi_extend").Hash()
+	multiReleaseSHA  any = script("prelude", "multi_release").Hash()
+	multiPTTLSHA     any = script("prelude", "multi_pttl").Hash()
 	inspectSHA       any = inspectScript.Hash()
 )
 

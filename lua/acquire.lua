@@ -36,10 +36,8 @@
 local token, ttl = ARGV[1], ARGV[2]
 local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
--- left: the caller is a waiter that left, this a late command of its.
-local function left()
-  return redis.pcall('GET', KEYS[#KEYS]) == '1'
-end
+-- The caller's left mark (see prelude.lua's hasLeft).
+local mark = wait > 0 and KEYS[#KEYS] or nil
 -- The lock key's value, false when there is none, or an error reply.
 local function read()
   local value = redis.pcall('GET', KEYS[1])
@@ -63,7 +61,7 @@ if wait > 0 then
   end
   if not value then
     -- Out of line first: one that was not in line may have left.
-    if redis.pcall('ZREM', queue, token) ~= 1 and left() then
+    if redis.pcall('ZREM', queue, token) ~= 1 and hasLeft(mark) then
       return -1
     end
     ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
@@ -101,21 +99,9 @@ if ours then
   end
   return fence
 end
-if wait > 0 then
-  local now = redis.pcall('TIME')
-  if type(now) == 'table' and not now.err then
-    local arrival = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    now = math.floor(arrival / 1000)
-    -- NX: a waiter coming back keeps its place; its expiry moves on. One
-    -- that was not in line may have left: it does not get back in.
-    if redis.pcall('ZADD', queue, 'NX', arrival, token) == 1 and left() then
-      redis.pcall('ZREM', queue, token)
-      return -1
-    end
-    redis.pcall('ZADD', expiries, now + wait, token)
-    -- A queue everybody left vanishes by itself.
-    redis.pcall('PEXPIRE', queue, wait)
-    redis.pcall('PEXPIRE', expiries, wait)
-  end
+-- The queue join (prelude.lua): a waiter coming back keeps its place; one
+-- that was not in line and left does not get back in.
+if wait > 0 and not joinQueue(queue, expiries, token, wait, mark) then
+  return -1
 end
 return -2 - redis.call('PTTL', KEYS[1])

@@ -117,19 +117,23 @@ local function handOver(key, holders, queue, expiries, publish, lease, head)
   return false
 end
 -- letGo frees key, which its releaser held alone (a lock, a lone reader's
--- hold, or the last share, whose holders' set the caller deleted): hands it
--- to the first waiter in queue (handOver); with nobody in line (the common
--- case) deletes it, and nobody is there to tell. A queue not read (queued
--- false: a release without the queue's keys; or an ACL without ZRANGE, whose
--- pcall returns an error) may hold anyone: the key goes, announced.
-local function letGo(key, holders, queue, expiries, publish, lease, queued)
+-- hold, or the last share): hands it to the first waiter in queue
+-- (handOver); with nobody in line (the common case) deletes it, and nobody
+-- is there to tell. A queue not read (queued false: a release without the
+-- queue's keys; or an ACL without ZRANGE, whose pcall returns an error) may
+-- hold anyone: the key goes, announced. holders, the shared holders' set,
+-- goes with the key, and before a hand-over when clear (a shared epoch's).
+local function letGo(key, holders, queue, expiries, publish, lease, queued, clear)
   local head = queued and redis.pcall('ZRANGE', queue, 0, 0)
   local read = type(head) == 'table' and not head.err
   if read and head[1] then
+    if clear then
+      redis.call('DEL', holders)
+    end
     handOver(key, holders, queue, expiries, publish, lease, head[1])
     return
   end
-  redis.call('DEL', key)
+  redis.call('DEL', key, holders or key)
   if not read and publish ~= '' then
     redis.pcall(publish, key .. ':released', '1')
   end

@@ -14,9 +14,7 @@ end
 -- The walk goes a page at a time, in arrival order, until it has 100 or
 -- the queue ends: the places that lapsed (or watchers) before them are
 -- skipped, not counted.
-local clock = redis.call('TIME')
-local micros = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local now = math.floor(micros / 1000)
+local now, micros = serverTime()
 local queue, from = {}, 0
 repeat
   local page = redis.call('ZRANGE', KEYS[3], from, from + 99, 'WITHSCORES')

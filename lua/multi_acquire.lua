@@ -46,16 +46,11 @@ for i = 1, n do
   end
   if value and value ~= token then
     if wait > 0 then
-      -- pcall: a user not allowed to queue still takes locks, and
-      -- polls instead.
-      local clock = redis.call('TIME')
-      local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-      local queue, expiries = KEYS[queues + i], KEYS[queues + n + i]
-      -- Arrival in µs, as every waiter's (see handover.lua).
-      redis.pcall('ZADD', queue, 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), ARGV[5])
-      redis.pcall('ZADD', expiries, now + wait, ARGV[5])
-      redis.pcall('PEXPIRE', queue, wait)
-      redis.pcall('PEXPIRE', expiries, wait)
+      -- The watcher joins this key's queue as a waiter does (prelude.lua;
+      -- under pcall: a user not allowed to queue still takes locks, and
+      -- polls instead). A watcher has no left mark: it is never handed a
+      -- key, so a late one takes nothing from anybody.
+      joinQueue(KEYS[queues + i], KEYS[queues + n + i], ARGV[5], wait)
     end
     return {0, i, redis.call('PTTL', KEYS[i])}
   end

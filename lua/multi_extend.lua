@@ -7,20 +7,11 @@
 --          {0, i}   KEYS[i] is gone (expired or deleted); none extended
 --          {-1, i}  KEYS[i] holds another token, or a value of another
 --                   type; none extended
-local token = ARGV[1]
+-- (Each key read as prelude.lua's holds reads it.)
 for i = 1, #KEYS do
-  local value = redis.pcall('GET', KEYS[i])
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return {-1, i}
-    end
-    return redis.error_reply(value.err)
-  end
-  if value ~= token then
-    if not value then
-      return {0, i}
-    end
-    return {-1, i}
+  local held, err = holds(KEYS[i], ARGV[1])
+  if held ~= 1 then
+    return held and {held, i} or err
   end
 end
 for i = 1, #KEYS do

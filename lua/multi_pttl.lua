@@ -8,18 +8,9 @@
 --          {-3, i}  KEYS[i] holds another token, or a value of another type
 local shortest = -1
 for i = 1, #KEYS do
-  local value = redis.pcall('GET', KEYS[i])
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return {-3, i}
-    end
-    return redis.error_reply(value.err)
-  end
-  if value ~= ARGV[1] then
-    if not value then
-      return {-2, i}
-    end
-    return {-3, i}
+  local held, err = holds(KEYS[i], ARGV[1]) -- (see prelude.lua)
+  if held ~= 1 then
+    return held and {held - 2, i} or err
   end
   local pttl = redis.call('PTTL', KEYS[i])
   if pttl >= 0 and (shortest < 0 or pttl < shortest) then

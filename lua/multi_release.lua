@@ -17,32 +17,35 @@
 --          (the keys that held the token are deleted in every case)
 local token = ARGV[1]
 local publish = string.match(ARGV[2], '^%S*')
-local reply = {1}
+local reply, failed = {1}, nil
 local n = #KEYS / 2
+-- Each key read as prelude.lua's holds reads it; an error (not a verdict)
+-- stops the reads, and the keys found ours before it still go.
+local ours, queues = {}, {}
 for i = 1, n do
-  local value = redis.pcall('GET', KEYS[i])
-  if type(value) == 'table' and value.err then
-    if not string.find(value.err, 'WRONGTYPE', 1, true) then
-      return redis.error_reply(value.err)
-    end
-    value = nil
-    if reply[1] == 1 then
-      reply = {-1, i}
-    end
-  elseif value == token then
-    redis.call('DEL', KEYS[i])
-    if publish ~= '' and redis.pcall('EXISTS', KEYS[n + i]) ~= 0 then
-      -- Nobody in line, nobody to tell (a waiter keeps its place for as
-      -- long as it listens). pcall: a user not allowed to publish still
-      -- releases; waiters then come back at their backoff.
-      redis.pcall(publish, KEYS[i] .. ':released', '1')
-    end
+  local held, err = holds(KEYS[i], token)
+  if not held then
+    failed = err
+    break
+  elseif held == 1 then
+    ours[#ours + 1], queues[#queues + 1] = KEYS[i], KEYS[n + i]
   elseif reply[1] == 1 then
-    if value then
-      reply = {-1, i}
-    else
-      reply = {0, i}
+    reply = {held, i}
+  end
+end
+-- One DEL, and one EXISTS of their queues: the common case, nobody in
+-- line, costs two commands however many keys. Nobody in line, nobody to
+-- tell (a waiter keeps its place for as long as it listens); a queue
+-- that cannot be read counts as someone's. pcall: a user not allowed to
+-- publish still releases; waiters then come back at their backoff.
+if #ours > 0 then
+  redis.call('DEL', unpack(ours))
+  if publish ~= '' and redis.pcall('EXISTS', unpack(queues)) ~= 0 then
+    for j, key in ipairs(ours) do
+      if #ours == 1 or redis.pcall('EXISTS', queues[j]) ~= 0 then
+        redis.pcall(publish, key .. ':released', '1')
+      end
     end
   end
 end
-return reply
+return failed or reply

@@ -55,3 +55,61 @@ local function takeFence(counter, micros)
   end
   return fence
 end
+-- hasLeft(mark): whether mark, the caller's left mark (a key, or nil for a
+-- caller that does not wait), is set: the caller is a waiter that left,
+-- and this a late command of its, which must neither take the lock nor
+-- queue it again (a release would hand the lock to nobody). Only a caller
+-- not in line reads it: one in line cannot be marked (the give-back that
+-- marks it takes it out, and a marked one never gets back in). Read under
+-- pcall: a user without the grant is never marked.
+local function hasLeft(mark)
+  return mark ~= nil and redis.pcall('GET', mark) == '1'
+end
+-- joinQueue(queue, expiries, member, wait, mark, micros): the queue join,
+-- written once for every kind's acquire. member takes its place in queue,
+-- scored by its arrival: micros, the server's clock in µs (read here when
+-- nil), as every kind's (see handover.lua), so that two waiters of one
+-- millisecond keep their order (a tie would fall back to the members'
+-- order). NX: a waiter coming back keeps its place, and only its expiry
+-- moves on: its place lapses wait ms from now unless it comes back again.
+-- Both keys vanish wait ms after the last join: a queue everybody left
+-- goes by itself. A member that was not in line and hasLeft(mark) does not
+-- get back in: joinQueue returns false; else true. Every command runs under
+-- pcall: a user not allowed to queue (or to read the clock) still takes
+-- locks, and its waiters poll instead.
+local function joinQueue(queue, expiries, member, wait, mark, micros)
+  if not micros then
+    local clock = redis.pcall('TIME')
+    if clock.err then
+      return true
+    end
+    micros = select(2, serverTime(clock))
+  end
+  if redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
+    redis.pcall('ZREM', queue, member)
+    return false
+  end
+  redis.pcall('ZADD', expiries, math.floor(micros / 1000) + wait, member)
+  redis.pcall('PEXPIRE', queue, wait)
+  redis.pcall('PEXPIRE', expiries, wait)
+  return true
+end
+-- holds(key, token): whether the lock key holds token (the holder's whole
+-- value: its token, then any metadata): 1 and the value; 0 and false when
+-- the key is gone (expired or deleted); -1 and the value when it holds
+-- another token, -1 and false when a value of another type (not a lock of
+-- ours: a verdict); or nil and the error reply for any other error (no
+-- permission, out of memory): an error, not a verdict.
+local function holds(key, token)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value.err then
+    if string.find(value.err, 'WRONGTYPE', 1, true) then
+      return -1, false
+    end
+    return nil, value
+  end
+  if value == token then
+    return 1, value
+  end
+  return value and -1 or 0, value
+end

@@ -46,20 +46,12 @@ local queued = #KEYS >= 4
 if queued and ARGV[3] == '1' then
   leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' and value.err then
-  -- A value of another type is not our lock; any other error (no
-  -- permission, out of memory) is an error, not a verdict.
-  if string.find(value.err, 'WRONGTYPE', 1, true) then
-    return -1
-  end
-  return redis.error_reply(value.err)
-end
-if value ~= token then
-  if not value then
-    return 0
-  end
-  return -1
+-- A value of another type is not our lock; any other error (no
+-- permission, out of memory) is an error, not a verdict (prelude.lua's
+-- holds).
+local held, err = holds(KEYS[1], token)
+if held ~= 1 then
+  return held or err
 end
 -- Nobody in line: nobody to tell (see above), the common case, kept to the
 -- commands it needs; without the right to ZRANGE, announced (see letGo).

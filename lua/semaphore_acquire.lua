@@ -26,10 +26,8 @@
 --                       WRONGTYPE when the key holds something else
 local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wait = tonumber(ARGV[5])
--- left: a waiter that left, not in line (see acquire.lua).
-local function left()
-  return wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1'
-end
+-- The caller's left mark (see prelude.lua's hasLeft).
+local mark = wait > 0 and KEYS[#KEYS] or nil
 -- The common case, a name nobody holds and nobody waits for, takes the
 -- commands it needs only: ZCARD (which also finds a key of another type),
 -- TIME, ZCARD of the queue, then the ZADD, SET and PEXPIRE of the slot.
@@ -40,8 +38,7 @@ if type(held) == 'table' then
   end
   return held
 end
-local clock = redis.call('TIME')
-local now, micros = serverTime(clock)
+local now, micros = serverTime()
 if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   held = redis.call('ZCARD', KEYS[1])
@@ -65,7 +62,7 @@ if not ours and held < limit then
   -- we are not) are owed the free slots first; a waiter of another kind or
   -- a watcher (see handover.lua's kindOf), which could not take one, is not.
   local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
-  if not rank and left() then
+  if not rank and hasLeft(mark) then
     return -2
   end
   local ahead = 0
@@ -107,18 +104,9 @@ if ours then
   end
   return fence
 end
-if wait > 0 then
-  -- NX: a waiter coming back keeps its place; its expiry moves on.
-  -- Arrival in microseconds, as every kind's (see handover.lua): two
-  -- waiters of one millisecond keep their order (a tie would fall back to
-  -- the tokens' order).
-  if redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token) == 1 and left() then
-    redis.call('ZREM', KEYS[3], token)
-    return -2 -- one that left does not get back in
-  end
-  redis.call('ZADD', KEYS[4], now + wait, token)
-  redis.call('PEXPIRE', KEYS[3], wait)
-  redis.call('PEXPIRE', KEYS[4], wait)
+-- The queue join (prelude.lua): one that left does not get back in.
+if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
+  return -2
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first[2] then

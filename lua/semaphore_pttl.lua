@@ -4,16 +4,5 @@
 -- Returns  ms >= 0  the lease left
 --          -2       our slot is gone
 --          -3       the key holds a value of another type
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' then
-  return -2
-end
-if kind ~= 'zset' then
-  return -3
-end
-local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local now = serverTime()
-if not lease or tonumber(lease) <= now then
-  return -2
-end
-return tonumber(lease) - now
+local left = leaseLeft(KEYS[1], ARGV[1]) -- (see lease.lua)
+return left > 0 and left or left - 2

@@ -35,7 +35,7 @@ local ours = redis.pcall('ZSCORE', KEYS[1], token)
 if type(ours) == 'table' then
   return -1 -- a value of another type
 end
-local reply = 0
+local reply, waiting = 0, nil
 local now = serverTime()
 if ours then
   redis.call('ZREM', KEYS[1], token)
@@ -46,7 +46,10 @@ end
 if reply == 1 then
   -- The slot goes to the first live waiter for a slot, if any; a waiter of
   -- another kind (see handover.lua) stays in line.
-  local member = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
+  -- With none, the walk went through the whole queue and left in it the
+  -- live places it skipped: how many wait.
+  local member
+  member, waiting = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
   if member then
     redis.call('ZREM', KEYS[2], member)
     redis.call('ZREM', KEYS[3], member)
@@ -65,8 +68,8 @@ end
 -- A waiter left (those behind it may now be owed a slot), or a slot
 -- nobody in line could take was freed: those in line hear it. pcall: a
 -- user not allowed to publish still lets go; waiters then come back at
--- their refresh.
-if (left == 1 or reply == 1) and publish ~= '' and redis.call('ZCARD', KEYS[2]) > 0 then
+-- their refresh. (The queue is counted only when no walk counted it.)
+if (left == 1 or reply == 1) and publish ~= '' and (waiting or redis.call('ZCARD', KEYS[2])) > 0 then
   redis.pcall(publish, KEYS[1] .. ':released', '1')
 end
 return reply

@@ -47,10 +47,8 @@
 --          an error     WRONGTYPE when a key holds a value of another type
 local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
--- left: a waiter that left, not in line (see acquire.lua).
-local function left()
-  return wait > 0 and redis.pcall('GET', KEYS[#KEYS]) == '1'
-end
+-- The caller's left mark (see prelude.lua's hasLeft).
+local mark = wait > 0 and KEYS[#KEYS] or nil
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' and value.err then
   if string.find(value.err, 'WRONGTYPE', 1, true) then
@@ -66,15 +64,24 @@ end
 local function exclusive(waiter)
   return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
 end
-local clock = redis.call('TIME')
-local now, micros = serverTime(clock)
--- The holders' leases that ended go; a key of another type says so here.
-local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if type(pruned) == 'table' then
-  if string.find(pruned.err, 'WRONGTYPE', 1, true) then
+-- setError(reply): the error of a command on the holders' set that
+-- failed: a key of another type says so.
+local function setError(reply)
+  if string.find(reply.err, 'WRONGTYPE', 1, true) then
     return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' holds a ' .. redis.call('TYPE', KEYS[2]).ok .. ', not the shared holders')
   end
-  return pruned
+  return reply
+end
+local now, micros = serverTime()
+local marked = value and string.sub(value, 1, #MARK) == MARK
+-- While shares run, those whose lease ended go. Otherwise the set holds no
+-- running share (it lives no longer than the marker): the common case, a
+-- free name, skips the prune, and the set's type is told by our ZADD.
+if marked then
+  local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if type(pruned) == 'table' then
+    return setError(pruned)
+  end
 end
 local waiting = redis.call('ZCARD', KEYS[3])
 if waiting > 0 then
@@ -88,12 +95,11 @@ end
 -- shared hold of one; a reader admitted beside it makes it a share in the
 -- holders' set (with the key's lease) before the key becomes the marker.
 local lone = value and value ~= token and shared(value)
-local marked = value and string.sub(value, 1, #MARK) == MARK or lone
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
-if not ours and (not value or marked) then
+if not ours and (not value or marked or lone) then
   ours = true
   local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
-  if not rank and left() then
+  if not rank and hasLeft(mark) then
     return -1
   end
   if waiting > 0 then
@@ -120,9 +126,7 @@ if ours then
   -- A marker goes on; a handed key (our token) or a free one starts a
   -- new epoch.
   local epoch = MARK
-  if lone then
-    redis.call('ZADD', KEYS[2], now + math.max(redis.call('PTTL', KEYS[1]), 1), value)
-  elseif marked then
+  if marked then
     epoch = value
   end
   local fence = 0
@@ -156,10 +160,18 @@ if ours then
       head = redis.call('ZRANGE', KEYS[3], skipped, skipped)
     end
   end
-  redis.call('ZADD', KEYS[2], now + ttl, token)
+  -- Our share (a set of another type says so here, when no prune above
+  -- told it), and the marker: the writes that make the hold.
+  local added = lone and redis.pcall('ZADD', KEYS[2], now + math.max(redis.call('PTTL', KEYS[1]), 1), value)
+  if not (type(added) == 'table' and added.err) then
+    added = redis.pcall('ZADD', KEYS[2], now + ttl, token)
+  end
+  if type(added) == 'table' then
+    return setError(added)
+  end
   -- The key lasts as long as the latest lease: ours, in a new epoch.
   local keep = ttl
-  if marked then
+  if marked or lone then
     local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
     keep = math.max(tonumber(last[2]) - now, 1)
   end
@@ -179,16 +191,9 @@ if ours then
   end
   return fence
 end
-if wait > 0 then
-  -- NX: a waiter coming back keeps its place; its expiry moves on; one
-  -- that left does not get back in.
-  if redis.call('ZADD', KEYS[3], 'NX', tonumber(clock[1]) * 1000000 + tonumber(clock[2]), token) == 1 and left() then
-    redis.call('ZREM', KEYS[3], token)
-    return -1
-  end
-  redis.call('ZADD', KEYS[4], now + wait, token)
-  redis.call('PEXPIRE', KEYS[3], wait)
-  redis.call('PEXPIRE', KEYS[4], wait)
+-- The queue join (prelude.lua): one that left does not get back in.
+if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
+  return -1
 end
 if not value then
   return -1

@@ -6,29 +6,16 @@
 --          -2       our share is gone
 --          -3       an exclusive holder holds the key, or a key holds a
 --                   value of another type
-local MARK = '*shared*'
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' and value.err then
-  if string.find(value.err, 'WRONGTYPE', 1, true) then
-    return -3
-  end
-  return redis.error_reply(value.err)
+-- The lock key first, as shared_extend.lua reads it; then our lease.
+local held, value = holds(KEYS[1], ARGV[1])
+if not held then
+  return value
 end
-if not value then
-  return -2
-end
-if value == ARGV[1] then
+if held == 1 then
   return redis.call('PTTL', KEYS[1]) -- a lone reader's hold (see shared_acquire.lua)
 end
-if string.sub(value, 1, #MARK) ~= MARK then
-  return -3
+if not value or string.sub(value, 1, 8) ~= '*shared*' then
+  return held == 0 and -2 or -3
 end
-local lease = redis.pcall('ZSCORE', KEYS[2], ARGV[1])
-if type(lease) == 'table' then
-  return -3
-end
-local now = serverTime()
-if not lease or tonumber(lease) <= now then
-  return -2
-end
-return tonumber(lease) - now
+local left = leaseLeft(KEYS[2], ARGV[1]) -- (see lease.lua)
+return left > 0 and left or left - 2

@@ -29,20 +29,19 @@ local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
 if ARGV[3] == '1' then
   leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' and value.err then
-  if string.find(value.err, 'WRONGTYPE', 1, true) then
-    return -1
-  end
-  return redis.error_reply(value.err)
+-- The lock key read as prelude.lua's holds reads it: its value, the
+-- verdict on a value of another type, an error as an error.
+local held, value = holds(KEYS[1], token)
+if not held then
+  return value
 end
 local reply = 1
-if value ~= token then
+if held ~= 1 then
   if not value or string.sub(value, 1, #MARK) ~= MARK then
     -- No shares now: ours ended with the epoch (nothing to do but tidy).
     local gone = redis.pcall('ZREM', KEYS[4], token)
-    if value or type(gone) == 'table' then
-      return -1 -- another holder's token, or the set is of another type
+    if held == -1 or type(gone) == 'table' then
+      return -1 -- another holder's token, or a key of another type
     end
     return 0
   end
@@ -51,11 +50,16 @@ if value ~= token then
   if type(lease) == 'table' then
     return -1 -- the set is of another type
   end
-  redis.call('ZREM', KEYS[4], token)
   if not lease or tonumber(lease) <= now then
     reply = 0
   end
-  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  -- The common case, ours the only share, needs no more than ZCARD: the
+  -- set goes whole below.
+  local last = {}
+  if redis.call('ZCARD', KEYS[4]) > (lease and 1 or 0) then
+    redis.call('ZREM', KEYS[4], token)
+    last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  end
   if last[2] and tonumber(last[2]) > now then
     -- Others still hold it: the key lasts as long as the latest lease.
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
@@ -64,11 +68,10 @@ if value ~= token then
     redis.call('PEXPIRE', KEYS[4], keep)
     return reply
   end
-  redis.call('DEL', KEYS[4]) -- the epoch's holders: the last one left
 end
--- The last shared holder left (or the key was handed to us as we gave
--- up): as release.lua, the lock goes to the first live waiter; with
--- nobody in line (the common case), the key and the set just go.
--- A lone reader's hold (see shared_acquire.lua) goes as release.lua's lock.
-letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, true)
+-- The last shared holder left, or a lone reader's hold ends (see
+-- shared_acquire.lua): as release.lua, the lock goes to the first live
+-- waiter, the epoch's holders' set with it; with nobody in line (the
+-- common case), the key and the set just go.
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, true, true)
 return reply
