@@ -168,11 +168,11 @@ func (a *call) capWait(campaign bool) {
 func (a *acquisition) setToken() {
 	r := &a.l.ref
 	if a.freshTokens {
-		r.token = valueOf(rand.Text(), a.o.metadata)
+		r.token = valueOf(r.mark()+rand.Text(), a.o.metadata)
 		return
 	}
 	// Our place in the queue: its mark tells the scripts our kind.
-	r.token = valueOf(waiterToken(a.c.rooms().tag, a.kind.rules().mark), a.o.metadata)
+	r.token = valueOf(waiterToken(a.c.rooms().tag, r.mark()), a.o.metadata)
 	if a.queued {
 		old := a.ticket
 		a.ticket = handoffTicket(r.token)

@@ -207,8 +207,9 @@ func TestInspectAndBreakSeeEveryKind(t *testing.T) {
 
 // docs/security.md's line for Inspect and Break is enough: on top of the
 // minimal ACL, +zcard +zcount +zrange +zscore +type for an exclusive lock
-// (and a lone reader's hold, which has its shape), and +zrangebyscore for
-// the holders of a semaphore or of a lock held shared by several (which
+// (and a lone reader's or semaphore holder's, which has its shape), and
+// +zrangebyscore for the holders of a semaphore or of a lock held shared
+// by several (which
 // their own users have, see semaphoreACLCommands); Break and BreakHolder
 // also +zrem and +publish.
 func TestInspectAndBreakACL(t *testing.T) {
@@ -225,20 +226,25 @@ func TestInspectAndBreakACL(t *testing.T) {
 	require.NoError(t, err)
 	s, err := holders.AcquireSemaphore(ctx, "acl-sem", 2)
 	require.NoError(t, err)
+	s2, err := holders.AcquireSemaphore(ctx, "acl-sem", 2) // two: the holders' set
+	require.NoError(t, err)
 	r, err := holders.AcquireShared(ctx, "acl-shared")
 	require.NoError(t, err)
 	r2, err := redislock.New(admin, quiet).AcquireShared(ctx, "acl-shared") // two: the holders' set
 	require.NoError(t, err)
 	lone, err := holders.AcquireShared(ctx, "acl-lone") // one: the exclusive lock's shape
 	require.NoError(t, err)
+	loneSlot, err := holders.AcquireSemaphore(ctx, "acl-lone-slot", 2) // likewise
+	require.NoError(t, err)
 
 	operator := redislock.New(setACLUser(t, admin, "inspector", rules()...), quiet)
-	for name, kind := range map[string]string{"acl-lock": "lock", "acl-lone": "shared"} {
+	for name, kind := range map[string]string{"acl-lock": "lock", "acl-lone": "shared", "acl-lone-slot": "semaphore"} {
 		info, err := operator.Inspect(ctx, name)
 		require.NoError(t, err, name)
 		require.Equal(t, kind, info.Kind)
 	}
 	require.NoError(t, lone.Release(ctx))
+	require.NoError(t, loneSlot.Release(ctx))
 	for _, name := range []string{"acl-sem", "acl-shared"} {
 		_, err = operator.Inspect(ctx, name)
 		require.Error(t, err, "%s without +zrangebyscore", name) // NOPERM, or ERR on Redis 7.0
@@ -253,7 +259,7 @@ func TestInspectAndBreakACL(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, kind, info.Kind)
 	}
-	for _, held := range []*redislock.Lock{l, s, r, r2} {
+	for _, held := range []*redislock.Lock{l, s, s2, r, r2} {
 		require.ErrorIs(t, held.Release(ctx), redislock.ErrNotHeld)
 	}
 	// BreakHolder needs no more than Break.

@@ -65,8 +65,9 @@ type kindRules struct {
 	queuesOnServer bool
 	// setsAlone: a caller that does not wait first tries SET key token NX
 	// PX ttl, the one command of an uncontended exclusive lock; a lone
-	// reader's hold is that key too (its token's mark tells it shared, see
-	// lua/shared_acquire.lua).
+	// reader's hold and a semaphore's lone holder's slot are that key too
+	// (its token's mark tells which, and a semaphore's its limit: see
+	// lockRef.mark, lua/shared_acquire.lua, lua/semaphore_acquire.lua).
 	setsAlone bool
 }
 
@@ -80,12 +81,22 @@ var kinds = [...]kindRules{
 		holdersKey: true, oneToken: true, queuesOnServer: true, setsAlone: true},
 	semaphoreSlot: {call: "AcquireSemaphore", what: "acquire semaphore", handsOut: "a slot", info: kindSemaphore, mark: "n",
 		acquireSHA: semAcquireSHA, releaseSHA: semReleaseSHA, extend: semExtendScript, pttl: semPTTLScript,
-		holdersKey: true, queuesOnServer: true},
+		holdersKey: true, queuesOnServer: true, setsAlone: true},
 	multiLock: {call: "AcquireMulti", what: "acquire multi", handsOut: "locks", info: kindLock,
 		acquireSHA: multiAcquireSHA, releaseSHA: multiReleaseSHA, takesTurn: true},
 }
 
 func (k lockKind) rules() *kindRules { return &kinds[k] }
+
+// mark is r's kind's mark in its tokens (kindRules.mark): a semaphore's
+// carries its limit, 'n3-', so that the key of a holder that took the
+// name alone tells the limit to the next (lua/semaphore_acquire.lua).
+func (r *lockRef) mark() string {
+	if r.kind == semaphoreSlot {
+		return "n" + strconv.FormatInt(r.arg, 10) + "-"
+	}
+	return r.kind.rules().mark
+}
 
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {

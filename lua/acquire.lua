@@ -48,6 +48,9 @@ local function read()
     end
     return nil, value
   end
+  if value and loneSlot(value) then
+    return nil, redis.error_reply(notALock)
+  end
   return value
 end
 local ours, value, err = false, false, nil

@@ -38,7 +38,8 @@ local function find(set)
 end
 local released = 0
 if info[8] == 'semaphore' then
-  local member = find(KEYS[1])
+  -- (a lone holder's key holds its token, see semaphore_acquire.lua)
+  local member = value and (ours(value) and value) or not value and find(KEYS[1])
   if member and info[9] ~= '' then
     released = releaseSlot({KEYS[1], KEYS[3], KEYS[4], KEYS[6]}, {member, ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. info[9]})
   elseif member then

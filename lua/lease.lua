@@ -5,10 +5,15 @@
 -- its own.
 -- leaseLeft(set, token): the ms left of token's lease (> 0), 0 when it
 -- ended or set has no such member (or is gone), -1 when set holds a value
--- of another type; and the server's clock (ms). TYPE, not an error caught:
+-- of another type; and the server's clock (ms). A semaphore's lock key may
+-- hold the token itself, a lone holder's (see semaphore_acquire.lua): its
+-- key's PTTL, and true. TYPE, not an error caught:
 -- a user not allowed these commands gets Redis' refusal, not a verdict.
 local function leaseLeft(set, token)
   local kind = redis.call('TYPE', set).ok
+  if kind == 'string' and redis.call('GET', set) == token then
+    return redis.call('PTTL', set), nil, true -- a lone holder's (see semaphore_acquire.lua)
+  end
   if kind ~= 'zset' then
     return kind == 'none' and 0 or -1
   end
@@ -21,7 +26,11 @@ end
 -- until the latest lease ends: 1. Or leaseLeft's 0 (an ended lease goes:
 -- the hold may already be someone else's) or -1.
 local function extendLease(set, also, token, ttl)
-  local left, now = leaseLeft(set, token)
+  local left, now, lone = leaseLeft(set, token)
+  if lone then
+    redis.call('PEXPIRE', set, ttl) -- its key is its lease
+    return 1
+  end
   if left == 0 then
     redis.call('ZREM', set, token)
   end

@@ -44,6 +44,9 @@ for i = 1, n do
     end
     return value
   end
+  if value and loneSlot(value) then
+    return redis.error_reply(notALock)
+  end
   if value and value ~= token then
     if wait > 0 then
       -- The watcher joins this key's queue as a waiter does (prelude.lua;

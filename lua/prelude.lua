@@ -113,3 +113,13 @@ local function holds(key, token)
   end
   return value and -1 or 0, value
 end
+-- loneSlot(value): the limit of the semaphore whose one holder took the
+-- name alone with SET NX (see semaphore_acquire.lua) when value, a lock
+-- key's string, is such a holder's token ('n', the limit, '-': the mark of
+-- a semaphore's tokens, see lockRef.mark); else nil. Another kind's script
+-- refuses the name as WRONGTYPE, as it would the semaphore's set.
+local function loneSlot(value)
+  local limit = string.match(value, '^[A-Z2-7]*%.?n(%d+)%-')
+  return limit and tonumber(limit)
+end
+local notALock = 'WRONGTYPE the lock key holds a semaphore, not a lock'

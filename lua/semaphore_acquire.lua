@@ -31,14 +31,26 @@ local mark = wait > 0 and KEYS[#KEYS] or nil
 -- The common case, a name nobody holds and nobody waits for, takes the
 -- commands it needs only: ZCARD (which also finds a key of another type),
 -- TIME, ZCARD of the queue, then the ZADD, SET and PEXPIRE of the slot.
+local now, micros = serverTime()
 local held = redis.pcall('ZCARD', KEYS[1])
-if type(held) == 'table' then
+local lone = type(held) == 'table' and string.find(held.err, 'WRONGTYPE', 1, true) and redis.pcall('GET', KEYS[1])
+if type(lone) == 'string' and loneSlot(lone) then
+  -- One holder took the name alone with SET NX of its token (see
+  -- singleStore.acquire): its slot goes into the set with the lease its
+  -- key had, and its limit (in its token's mark) into the limit key, as if
+  -- it had come through here. The set is the semaphore from now on.
+  local left = math.max(redis.call('PTTL', KEYS[1]), 1)
+  redis.call('DEL', KEYS[1])
+  redis.call('ZADD', KEYS[1], now + left, lone)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('SET', KEYS[2], loneSlot(lone), 'PX', left)
+  held = 1
+elseif type(held) == 'table' then
   if string.find(held.err, 'WRONGTYPE', 1, true) then
     return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
   end
   return held
 end
-local now, micros = serverTime()
 if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   held = redis.call('ZCARD', KEYS[1])

@@ -31,12 +31,27 @@ local left = 0
 if ARGV[3] == '1' then
   left = leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
-local ours = redis.pcall('ZSCORE', KEYS[1], token)
-if type(ours) == 'table' then
-  return -1 -- a value of another type
+local now = serverTime()
+local value, ours = redis.pcall('GET', KEYS[1]), false
+if value == token then
+  -- Our slot taken alone with SET NX (see semaphore_acquire.lua): with
+  -- nobody in line the key goes as an exclusive lock's does (release.lua);
+  -- else it goes and the slot is handed on below, the set made anew.
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  redis.call('DEL', KEYS[1])
+  if not head[1] then
+    return 1
+  end
+  ours = now + 1
+elseif type(value) == 'table' and string.find(value.err, 'WRONGTYPE', 1, true) then
+  ours = redis.pcall('ZSCORE', KEYS[1], token) -- the set: our lease's end
+  if type(ours) == 'table' then
+    return -1 -- a value of another type
+  end
+elseif value then
+  return -1 -- another's token, or an error
 end
 local reply, waiting = 0, nil
-local now = serverTime()
 if ours then
   redis.call('ZREM', KEYS[1], token)
   if tonumber(ours) > now then

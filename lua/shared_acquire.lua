@@ -56,6 +56,9 @@ if type(value) == 'table' and value.err then
   end
   return value
 end
+if value and loneSlot(value) then
+  return redis.error_reply(notALock)
+end
 local function shared(waiter)
   return string.match(waiter, '^[A-Z2-7]*%.?s') ~= nil
 end

@@ -101,17 +101,18 @@ local function state()
     if err then return nil, err end
     -- A semaphore's holders set its limit, which lasts as long as they do.
     -- Without it the sorted set is one only if its members are tokens
-    -- (base32; a waiter's: its Client's tag, '.', 'n', base32, see
-    -- waiterToken): another program's set is no lock, nor one to break.
-    -- Checked on its first three members, each exactly a token's
-    -- shape (26 base32 digits, after a waiter's 'n', or its Client's
-    -- 10-digit tag and '.n', see waiterToken):
+    -- (base32 after the mark 'n', the limit, '-'; a waiter's after its
+    -- Client's tag and '.', see waiterToken): another program's set is no
+    -- lock, nor one to break. Checked on its first three members, each
+    -- exactly a token's shape (26 base32 digits, after the mark, and a
+    -- waiter's after its Client's 10-digit tag and '.'; an older
+    -- version's without the limit nor, not waiting, the mark):
     -- one command, only when the limit is missing.
     if not limit then
       local body = string.rep('[A-Z2-7]', 26) .. '$'
       for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, 2)) do
         local token = string.match(member, '^[^\31]*')
-        if not (string.match(token, '^' .. body) or string.match(token, '^n' .. body) or string.match(token, '^' .. string.rep('[A-Z2-7]', 10) .. '%.n' .. body)) then
+        if not (string.match(token, '^' .. body) or string.match(token, '^n%d*%-?' .. body) or string.match(token, '^' .. string.rep('[A-Z2-7]', 10) .. '%.n%d*%-?' .. body)) then
           return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a zset that is not a semaphore (no limit, and members that are no tokens)')
         end
       end
@@ -137,7 +138,10 @@ local function state()
   local metadata = ''
   local at = string.find(value, '\31', 1, true)
   local pttl = redis.call('PTTL', KEYS[1])
-  if kind == 'lock' and string.match(value, '^[A-Z2-7]*%.?s') then
+  if kind == 'lock' and loneSlot(value) then
+    -- a lone holder's slot (see semaphore_acquire.lua): a semaphore held once
+    return {1, pttl, '', fence, waiters, '', 1, 'semaphore', tostring(loneSlot(value)), holder(list, value, pttl)}, nil, value
+  elseif kind == 'lock' and string.match(value, '^[A-Z2-7]*%.?s') then
     -- a lone reader's hold (a shared token, see shared_acquire.lua): a
     -- shared hold of one, its metadata with it in Holders
     kind, count = 'shared', 1

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -50,7 +51,7 @@ func child(cfg config) {
 			defer wg.Done()
 			holdOnce := holdOnce
 			if cfg.Mode == "multi" {
-				holdOnce = holdMulti
+				holdOnce = func(c, _ *redislock.Client, cfg config) (hold, bool) { return holdMulti(c, cfg) }
 			}
 			for monoclock.Now() < cfg.End {
 				var h hold
@@ -58,7 +59,7 @@ func child(cfg config) {
 				if cfg.Mode == "shared" {
 					h, ok = sharedHoldOnce(c, unfenced, cfg)
 				} else {
-					h, ok = holdOnce(c, cfg)
+					h, ok = holdOnce(c, unfenced, cfg)
 				}
 				if !ok {
 					continue
@@ -75,9 +76,15 @@ func child(cfg config) {
 }
 
 // holdOnce takes a slot, writes while Valid says it is ours, and releases.
-func holdOnce(c *redislock.Client, cfg config) (hold, bool) {
+// A share of its attempts (aloneShare) neither wait nor fence, through
+// unfenced: a free name is then taken by a lone holder's SET NX (see
+// lua/semaphore_acquire.lua).
+func holdOnce(c, unfenced *redislock.Client, cfg config) (hold, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	if rand.Float64() < aloneShare {
+		c = unfenced
+	}
 	l, err := c.AcquireSemaphore(ctx, cfg.Name, cfg.Limit)
 	if err != nil {
 		return hold{}, false

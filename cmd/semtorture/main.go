@@ -260,7 +260,7 @@ func analyze(holds []hold, limit int) summary {
 		if h.Lost {
 			s.Lost++
 		}
-		if fences[h.Fence] {
+		if fences[h.Fence] && h.Fence != 0 { // (0: an unfenced hold, see holdOnce)
 			s.RepeatedFences++
 		}
 		fences[h.Fence] = true
