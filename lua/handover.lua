@@ -5,7 +5,8 @@
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
 -- A waiter's kind is the mark after its Client's tag and '.' (see
--- waiterToken; kindOf): 's' shared, 'n' a semaphore's, none exclusive.
+-- waiterToken; prelude.lua's kindOf): 's' shared, 'n' a semaphore's, none
+-- exclusive.
 -- Every kind queues by one clock, its arrival in µs (server TIME).
 -- handOver(key, holders, queue, expiries, publish, lease, head): hands key
 -- to the first waiter whose place has not lapsed and that takes a lock
@@ -50,9 +51,6 @@ local function leave(queue, expiries, token, mark, keep)
   end
   redis.pcall('ZREM', expiries, token)
   return redis.pcall('ZREM', queue, token)
-end
-local function kindOf(member)
-  return string.match(member, '^[A-Z2-7]*%.?([sn~]?)')
 end
 local function firstTaker(queue, expiries, now, head, takes)
   local skipped, anyone = 0, false

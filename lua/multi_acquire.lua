@@ -53,12 +53,9 @@ for i = 1, n do
   if redis.call('SET', KEYS[i], token, 'NX', 'PX', ttl) then
     set[#set + 1] = KEYS[i]
   else
-    local value = redis.pcall('GET', KEYS[i])
-    if type(value) == 'table' and value.err then
-      if string.find(value.err, 'WRONGTYPE', 1, true) then
-        return undo(redis.error_reply('WRONGTYPE the lock key ' .. KEYS[i] .. ' holds a value that is not a lock'))
-      end
-      return undo(value)
+    local value, err = lockValue(KEYS[i], KEYS[i] .. ' ') -- (see prelude.lua)
+    if err then
+      return undo(err)
     end
     if value ~= token then
       undo()
