@@ -66,7 +66,5 @@ if type(head) == 'table' and head[1] then
   return 1
 end
 redis.call('DEL', KEYS[1])
-if publish ~= '' then
-  redis.pcall(publish, KEYS[1] .. ':released', '1')
-end
+announceFreed(publish, KEYS[1])
 return 1
