@@ -38,27 +38,12 @@ local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
 -- The caller's left mark (see prelude.lua's hasLeft).
 local mark = wait > 0 and KEYS[#KEYS] or nil
--- The lock key's value, false when there is none, or an error reply.
-local function read()
-  local value = redis.pcall('GET', KEYS[1])
-  if type(value) == 'table' and value.err then
-    -- A value of another type, or no right to read it.
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return nil, redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
-    end
-    return nil, value
-  end
-  if value and loneSlot(value) then
-    return nil, redis.error_reply(notALock)
-  end
-  return value
-end
 local ours, value, err = false, false, nil
 if wait > 0 then
   -- A waiter mostly finds the lock held by someone else, or handed to it:
   -- reading first spares a SET that would fail. (A script runs alone: a
   -- key found missing is still missing for the SET.)
-  value, err = read()
+  value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
   if err then
     return err
   end
@@ -72,7 +57,7 @@ if wait > 0 then
 else
   ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
   if not ours then
-    value, err = read()
+    value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
     if err then
       return err
     end

@@ -19,12 +19,9 @@ if err then
   return err
 end
 info[11] = 0
-local channel = KEYS[1] .. ':released'
 if info[8] == 'semaphore' then
   redis.call('DEL', KEYS[1], KEYS[6])
-  if ARGV[1] ~= '' then
-    redis.pcall(ARGV[1], channel, '1')
-  end
+  announceFreed(ARGV[1], KEYS[1])
   return info
 end
 if not value then
@@ -35,9 +32,9 @@ if info[8] == 'shared' then
 end
 if handOver(KEYS[1], KEYS[5], KEYS[3], KEYS[4], ARGV[1], ARGV[2]) then
   info[11] = 1
-elseif ARGV[1] ~= '' then
+else
   -- Announced even with nobody in line (handOver's rule): a broken lock
   -- is rare, and a waiter that could not queue hears it.
-  redis.pcall(ARGV[1], channel, '1')
+  announceFreed(ARGV[1], KEYS[1])
 end
 return info

@@ -47,9 +47,7 @@ if info[8] == 'semaphore' then
     -- freed and announced, and the waiters take it at their attempt.
     -- (state() saw a running lease; within one script it still runs.)
     released = redis.call('ZREM', KEYS[1], member)
-    if ARGV[2] ~= '' then
-      redis.pcall(ARGV[2], KEYS[1] .. ':released', '1')
-    end
+    announceFreed(ARGV[2], KEYS[1])
   end
 elseif info[8] == 'shared' then
   local member = find(KEYS[5])

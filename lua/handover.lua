@@ -5,7 +5,8 @@
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
 -- A waiter's kind is the mark after its Client's tag and '.' (see
--- waiterToken; kindOf): 's' shared, 'n' a semaphore's, none exclusive.
+-- waiterToken; prelude.lua's kindOf): 's' shared, 'n' a semaphore's, none
+-- exclusive.
 -- Every kind queues by one clock, its arrival in µs (server TIME).
 -- handOver(key, holders, queue, expiries, publish, lease, head): hands key
 -- to the first waiter whose place has not lapsed and that takes a lock
@@ -29,7 +30,8 @@
 -- firstTaker(queue, expiries, now, head, takes) is the walk: the first
 -- live member whose kind is in takes, how many live members before it stay
 -- in line, and whether the queue held anyone.
--- announceHandover(publish, channel, member, lease) is that announcement.
+-- announceHandover(publish, channel, member, lease) is that announcement,
+-- announceFreed(publish, key) the plain one, '1' on key .. ':released'.
 -- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
 -- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
 -- long as a command of its may be on its way, so that such a command,
@@ -44,15 +46,17 @@ local function announceHandover(publish, channel, member, lease)
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end
+local function announceFreed(publish, key)
+  if publish ~= '' then
+    redis.pcall(publish, key .. ':released', '1')
+  end
+end
 local function leave(queue, expiries, token, mark, keep)
   if mark then
     redis.call('SET', mark, '1', 'PX', keep)
   end
   redis.pcall('ZREM', expiries, token)
   return redis.pcall('ZREM', queue, token)
-end
-local function kindOf(member)
-  return string.match(member, '^[A-Z2-7]*%.?([sn~]?)')
 end
 local function firstTaker(queue, expiries, now, head, takes)
   local skipped, anyone = 0, false
@@ -97,7 +101,6 @@ local function letInShared(key, holders, queue, expiries, publish, lease, member
   redis.call('PEXPIRE', holders, lease)
 end
 local function handOver(key, holders, queue, expiries, publish, lease, head)
-  local channel = key .. ':released'
   local now = serverTime()
   local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
   if member and kindOf(member) == 's' then
@@ -107,12 +110,12 @@ local function handOver(key, holders, queue, expiries, publish, lease, head)
     redis.call('ZREM', queue, member)
     redis.pcall('ZREM', expiries, member)
     redis.call('SET', key, member, 'PX', lease)
-    announceHandover(publish, channel, member, lease)
+    announceHandover(publish, key .. ':released', member, lease)
     return true
   end
   redis.call('DEL', key)
-  if anyone and publish ~= '' then
-    redis.pcall(publish, channel, '1')
+  if anyone then
+    announceFreed(publish, key)
   end
   return false
 end
@@ -134,7 +137,7 @@ local function letGo(key, holders, queue, expiries, publish, lease, queued, clea
     return
   end
   redis.call('DEL', key, holders or key)
-  if not read and publish ~= '' then
-    redis.pcall(publish, key .. ':released', '1')
+  if not read then
+    announceFreed(publish, key)
   end
 end

@@ -35,32 +35,47 @@ if wait > 0 then
 end
 local n = #KEYS / parts
 local queues = n * (parts - 2)
--- Look at every key before setting any: all or none.
-for i = 1, n do
-  local value = redis.pcall('GET', KEYS[i])
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return redis.error_reply('WRONGTYPE the lock key ' .. KEYS[i] .. ' holds a value that is not a lock')
-    end
-    return value
+-- All or none: each key is taken with SET NX, in order, so that the common
+-- case, every key free, costs one command per key; at the first key taken
+-- by someone else (or of another type) the keys this call set are deleted
+-- before the script replies (it runs alone: nobody saw them), so nothing
+-- is left set but the watcher. A key that already holds our token is ours
+-- again, its lease renewed once all are taken.
+local set, again = {}, {}
+-- undo deletes the keys this call set, and replies reply.
+local function undo(reply)
+  if #set > 0 then
+    redis.call('DEL', unpack(set))
   end
-  if value and loneSlot(value) then
-    return redis.error_reply(notALock)
-  end
-  if value and value ~= token then
-    if wait > 0 then
-      -- The watcher joins this key's queue as a waiter does (prelude.lua;
-      -- under pcall: a user not allowed to queue still takes locks, and
-      -- polls instead). A watcher has no left mark: it is never handed a
-      -- key, so a late one takes nothing from anybody.
-      joinQueue(KEYS[queues + i], KEYS[queues + n + i], ARGV[5], wait)
-    end
-    return {0, i, redis.call('PTTL', KEYS[i])}
-  end
+  return reply
 end
 for i = 1, n do
-  redis.call('SET', KEYS[i], token, 'PX', ttl)
-  if wait > 0 then
+  if redis.call('SET', KEYS[i], token, 'NX', 'PX', ttl) then
+    set[#set + 1] = KEYS[i]
+  else
+    local value, err = lockValue(KEYS[i], KEYS[i] .. ' ') -- (see prelude.lua)
+    if err then
+      return undo(err)
+    end
+    if value ~= token then
+      undo()
+      if wait > 0 then
+        -- The watcher joins this key's queue as a waiter does (prelude.lua;
+        -- under pcall: a user not allowed to queue still takes locks, and
+        -- polls instead). A watcher has no left mark: it is never handed a
+        -- key, so a late one takes nothing from anybody.
+        joinQueue(KEYS[queues + i], KEYS[queues + n + i], ARGV[5], wait)
+      end
+      return {0, i, redis.call('PTTL', KEYS[i])}
+    end
+    again[#again + 1] = KEYS[i]
+  end
+end
+for _, key in ipairs(again) do
+  redis.call('PEXPIRE', key, ttl)
+end
+if wait > 0 then
+  for i = 1, n do
     -- Not watching any more (its watcher may be on any of them).
     redis.pcall('ZREM', KEYS[queues + i], ARGV[5])
     redis.pcall('ZREM', KEYS[queues + n + i], ARGV[5])
@@ -73,13 +88,9 @@ if not fenced then
   end
   return reply
 end
--- A failed acquire must leave nothing held.
-local function undo(err)
-  for i = 1, n do
-    redis.call('DEL', KEYS[i])
-  end
-  return err
-end
+-- A failed acquire must leave nothing held: every key goes (those that
+-- held our token before too, as an acquire that fails after a lost reply).
+set = {unpack(KEYS, 1, n)}
 -- The clock once, then each name's fence step (prelude.lua).
 local micros, err = fenceClock()
 if not micros then

@@ -94,6 +94,33 @@ local function joinQueue(queue, expiries, member, wait, mark, micros)
   redis.pcall('PEXPIRE', expiries, wait)
   return true
 end
+-- loneSlot(value): the limit of the semaphore whose one holder took the
+-- name alone with SET NX (see semaphore_acquire.lua) when value, a lock
+-- key's string, is such a holder's token ('n', the limit, '-': the mark of
+-- a semaphore's tokens, see lockRef.mark); else nil. Every other kind
+-- refuses such a key as WRONGTYPE (lockValue), as it does the semaphore's
+-- set.
+local function loneSlot(value)
+  local limit = string.match(value, '^[A-Z2-7]*%.?n(%d+)%-')
+  return limit and tonumber(limit)
+end
+-- lockValue(key, name): the lock key's value, false when there is none; or
+-- nil and the error: for a value of another type WRONGTYPE, saying 'the
+-- lock key ' .. name .. 'holds a value that is not a lock' (and true),
+-- else Redis' (no right to read it, out of memory).
+local function lockValue(key, name)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value.err then
+    if string.find(value.err, 'WRONGTYPE', 1, true) then
+      return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a value that is not a lock'), true
+    end
+    return nil, value
+  end
+  if value and loneSlot(value) then
+    return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a semaphore, not a lock'), true
+  end
+  return value
+end
 -- holds(key, token): whether the lock key holds token (the holder's whole
 -- value: its token, then any metadata): 1 and the value; 0 and false when
 -- the key is gone (expired or deleted); -1 and the value when it holds
@@ -101,25 +128,53 @@ end
 -- ours: a verdict); or nil and the error reply for any other error (no
 -- permission, out of memory): an error, not a verdict.
 local function holds(key, token)
-  local value = redis.pcall('GET', key)
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return -1, false
-    end
-    return nil, value
-  end
-  if value == token then
+  local value, err, other = lockValue(key, '')
+  if other then
+    return -1, false
+  elseif err then
+    return nil, err
+  elseif value == token then
     return 1, value
   end
   return value and -1 or 0, value
 end
--- loneSlot(value): the limit of the semaphore whose one holder took the
--- name alone with SET NX (see semaphore_acquire.lua) when value, a lock
--- key's string, is such a holder's token ('n', the limit, '-': the mark of
--- a semaphore's tokens, see lockRef.mark); else nil. Another kind's script
--- refuses the name as WRONGTYPE, as it would the semaphore's set.
-local function loneSlot(value)
-  local limit = string.match(value, '^[A-Z2-7]*%.?n(%d+)%-')
-  return limit and tonumber(limit)
+-- kindOf(member): the kind of a member of a queue: the mark after its
+-- Client's tag and '.' (see waiterToken), 's' a shared waiter, 'n' a
+-- semaphore's, '' an exclusive one (or a multi lock's, which takes a lock
+-- too); '~' a multi waiter's watcher (see multi_acquire.lua), which takes
+-- nothing and waits for nobody's turn.
+local function kindOf(member)
+  return string.match(member, '^[A-Z2-7]*%.?([sn~]?)')
 end
-local notALock = 'WRONGTYPE the lock key holds a semaphore, not a lock'
+-- waiters(queue, expiries, now): how many wait in queue once the places
+-- that lapsed (see joinQueue) are dropped; one ZCARD when nobody waits.
+local function waiters(queue, expiries, now)
+  local waiting = redis.call('ZCARD', queue)
+  if waiting > 0 then
+    for _, gone in ipairs(redis.call('ZRANGEBYSCORE', expiries, '-inf', now)) do
+      waiting = waiting - redis.call('ZREM', queue, gone)
+      redis.call('ZREM', expiries, gone)
+    end
+  end
+  return waiting
+end
+-- ahead(queue, member, waiting, mark, kinds): how many waiters of kinds (a
+-- set of kindOf's marks) are in line before member, all in line when it is not (it would
+-- join at the back), with waiting, waiters' count, in line (0: no queue to
+-- read); nil when member is not in line and hasLeft(mark). Arrival order:
+-- a caller that finds a name free still lets those ahead go first.
+local function ahead(queue, member, waiting, mark, kinds)
+  local rank = waiting > 0 and redis.call('ZRANK', queue, member)
+  if not rank and hasLeft(mark) then
+    return nil
+  end
+  local count = 0
+  if waiting > 0 and rank ~= 0 then
+    for _, other in ipairs(redis.call('ZRANGE', queue, 0, rank and rank - 1 or -1)) do
+      if kinds[kindOf(other)] then
+        count = count + 1
+      end
+    end
+  end
+  return count
+end

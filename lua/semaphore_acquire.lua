@@ -55,13 +55,7 @@ if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   held = redis.call('ZCARD', KEYS[1])
 end
-local waiting = redis.call('ZCARD', KEYS[3])
-if waiting > 0 then
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
-    waiting = waiting - redis.call('ZREM', KEYS[3], gone)
-    redis.call('ZREM', KEYS[4], gone)
-  end
-end
+local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
 if held > 0 then
   local current = redis.call('GET', KEYS[2])
   if current and current ~= ARGV[3] then
@@ -72,20 +66,12 @@ local ours = held > 0 and redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
   -- Arrival order: the semaphore's waiters ahead of us (all in line when
   -- we are not) are owed the free slots first; a waiter of another kind or
-  -- a watcher (see handover.lua's kindOf), which could not take one, is not.
-  local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
-  if not rank and hasLeft(mark) then
-    return -2
+  -- a watcher (see prelude.lua's kindOf), which could not take one, is not.
+  local before = ahead(KEYS[3], token, waiting, mark, {n = true})
+  if not before then
+    return -2 -- one that left takes nothing
   end
-  local ahead = 0
-  if waiting > 0 and rank ~= 0 then
-    for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, rank and rank - 1 or -1)) do
-      if string.match(member, '^[A-Z2-7]*%.?n') then
-        ahead = ahead + 1
-      end
-    end
-  end
-  ours = ahead < limit - held
+  ours = before < limit - held
 end
 if ours then
   -- Every command that a user's ACL may refuse runs before the ZADD: a

@@ -31,7 +31,6 @@ local left = 0
 if ARGV[3] == '1' then
   left = leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
 end
-local now = serverTime()
 local value, ours = redis.pcall('GET', KEYS[1]), false
 if value == token then
   -- Our slot taken alone with SET NX (see semaphore_acquire.lua): with
@@ -42,7 +41,7 @@ if value == token then
   if not head[1] then
     return 1
   end
-  ours = now + 1
+  ours = true -- its key was there: its lease runs
 elseif type(value) == 'table' and string.find(value.err, 'WRONGTYPE', 1, true) then
   ours = redis.pcall('ZSCORE', KEYS[1], token) -- the set: our lease's end
   if type(ours) == 'table' then
@@ -51,10 +50,11 @@ elseif type(value) == 'table' and string.find(value.err, 'WRONGTYPE', 1, true) t
 elseif value then
   return -1 -- another's token, or an error
 end
+local now = serverTime()
 local reply, waiting = 0, nil
 if ours then
   redis.call('ZREM', KEYS[1], token)
-  if tonumber(ours) > now then
+  if ours == true or tonumber(ours) > now then
     reply = 1
   end
 end

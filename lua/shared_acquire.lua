@@ -49,23 +49,9 @@ local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 -- The caller's left mark (see prelude.lua's hasLeft).
 local mark = wait > 0 and KEYS[#KEYS] or nil
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' and value.err then
-  if string.find(value.err, 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE the lock key holds a value that is not a lock')
-  end
-  return value
-end
-if value and loneSlot(value) then
-  return redis.error_reply(notALock)
-end
-local function shared(waiter)
-  return string.match(waiter, '^[A-Z2-7]*%.?s') ~= nil
-end
--- A multi waiter's watcher ('~', see handover.lua) is no waiter: it waits
--- for nobody's turn.
-local function exclusive(waiter)
-  return not shared(waiter) and string.sub(waiter, 1, 1) ~= '~'
+local value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
+if err then
+  return err
 end
 -- setError(reply): the error of a command on the holders' set that
 -- failed: a key of another type says so.
@@ -86,38 +72,23 @@ if marked then
     return setError(pruned)
   end
 end
-local waiting = redis.call('ZCARD', KEYS[3])
-if waiting > 0 then
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
-    waiting = waiting - redis.call('ZREM', KEYS[3], gone)
-    redis.call('ZREM', KEYS[4], gone)
-  end
-end
+local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
 -- lone: the key holds another reader's token, the hold of a reader that
 -- took the name alone with SET NX (see singleStore.acquire): read as a
 -- shared hold of one; a reader admitted beside it makes it a share in the
 -- holders' set (with the key's lease) before the key becomes the marker.
-local lone = value and value ~= token and shared(value)
+local lone = value and value ~= token and kindOf(value) == 's'
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked or lone) then
-  ours = true
-  local rank = waiting > 0 and redis.call('ZRANK', KEYS[3], token)
-  if not rank and hasLeft(mark) then
-    return -1
+  -- Arrival order for writers: a waiter ahead of us that is neither a
+  -- shared one nor a watcher (which waits for nobody's turn, see
+  -- prelude.lua's kindOf) goes first. (Shared waiters ahead enter at their
+  -- next attempt.)
+  local before = ahead(KEYS[3], token, waiting, mark, {[''] = true, n = true})
+  if not before then
+    return -1 -- one that left takes nothing
   end
-  if waiting > 0 then
-    -- Arrival order for writers: an exclusive waiter ahead of us goes
-    -- first. (Shared waiters ahead enter at their next attempt.)
-    local ahead = rank and rank - 1 or -1
-    if ahead >= 0 or not rank then
-      for _, waiter in ipairs(redis.call('ZRANGE', KEYS[3], 0, ahead)) do
-        if exclusive(waiter) then
-          ours = false
-          break
-        end
-      end
-    end
-  end
+  ours = before == 0
 end
 if ours then
   -- Every command a user's ACL may refuse runs before the writes that
@@ -151,8 +122,8 @@ if ours then
     local claim = tonumber(string.match(ARGV[5], ' (%d+)$'))
     local skipped = 0
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)
-    while head[1] and not exclusive(head[1]) do
-      if shared(head[1]) then
+    while head[1] and (kindOf(head[1]) == 's' or kindOf(head[1]) == '~') do
+      if kindOf(head[1]) == 's' then
         redis.call('ZREM', KEYS[3], head[1])
         redis.call('ZREM', KEYS[4], head[1])
         redis.call('ZADD', KEYS[2], now + claim, head[1])

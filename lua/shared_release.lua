@@ -46,24 +46,32 @@ if held ~= 1 then
     return 0
   end
   local now = serverTime()
-  local lease = redis.pcall('ZSCORE', KEYS[4], token)
-  if type(lease) == 'table' then
+  -- The two latest leases, one command, tell the common cases: ours alone
+  -- (the set goes whole below), or ours and the latest of the others'.
+  -- Only a share below both is read on its own.
+  local top = redis.pcall('ZRANGE', KEYS[4], -2, -1, 'WITHSCORES')
+  if top.err then
     return -1 -- the set is of another type
+  end
+  local lease, last
+  for i = #top - 1, 1, -2 do
+    if top[i] == token then
+      lease = top[i + 1]
+    elseif not last then
+      last = top[i + 1]
+    end
+  end
+  if not lease and #top == 4 then
+    lease = redis.call('ZSCORE', KEYS[4], token)
   end
   if not lease or tonumber(lease) <= now then
     reply = 0
   end
-  -- The common case, ours the only share, needs no more than ZCARD: the
-  -- set goes whole below.
-  local last = {}
-  if redis.call('ZCARD', KEYS[4]) > (lease and 1 or 0) then
-    redis.call('ZREM', KEYS[4], token)
-    last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-  end
-  if last[2] and tonumber(last[2]) > now then
+  if last and tonumber(last) > now then
     -- Others still hold it: the key lasts as long as the latest lease.
+    redis.call('ZREM', KEYS[4], token)
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-    local keep = math.max(tonumber(last[2]) - now, 1)
+    local keep = math.max(tonumber(last) - now, 1)
     redis.call('PEXPIRE', KEYS[1], keep)
     redis.call('PEXPIRE', KEYS[4], keep)
     return reply
