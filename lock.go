@@ -26,44 +26,35 @@ type Lock struct {
 	ctx weak.Pointer[lockContext]
 }
 
+// noHold is the hold a nil or zero Lock reads its fields from: all zero.
+var noHold = hold{opts: &options{}}
+
+// held returns l's hold, noHold for a nil or zero Lock (for the getters).
+func (l *Lock) held() *hold {
+	if l == nil || l.h == nil {
+		return &noHold
+	}
+	return l.h
+}
+
 // drift allows for clock drift over a lease: 1% of the TTL plus 2ms (Redlock's figure).
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 // Name returns the name given to Acquire (for a Lock from AcquireMulti,
 // its first name; "" on a nil Lock).
-func (l *Lock) Name() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.name
-}
+func (l *Lock) Name() string { return l.held().name }
 
 // Key returns the Redis key that holds the token (for a Lock from
 // AcquireMulti, its first name's; "" on a nil Lock).
-func (l *Lock) Key() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.ref.key
-}
+func (l *Lock) Key() string { return l.held().ref.key }
 
 // Token returns this acquisition's random token, without metadata ("" on a
 // nil Lock): a secret, whoever knows it can release the lock.
-func (l *Lock) Token() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.token()
-}
+func (l *Lock) Token() string { return l.held().token() }
 
 // Fence returns the fencing token taken with the lock, 0 without WithFencing
 // (and on a nil Lock); a multi lock's first name's (see FenceOf).
-func (l *Lock) Fence() int64 {
-	if l == nil || l.h == nil {
-		return 0
-	}
-	return l.h.fence
-}
+func (l *Lock) Fence() int64 { return l.held().fence }
 
 // Valid reports whether the lock can be trusted now: its hold has not ended
 // and its safe deadline (monotonic clock) has not passed. Unlike
