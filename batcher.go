@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,6 +84,12 @@ type batchCall struct {
 
 var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
 
+// free puts call back in the pool, once its flusher is done with it.
+func (call *batchCall) free() {
+	call.ctx, call.cmd = nil, nil
+	batchCalls.Put(call)
+}
+
 // newBatcher returns a batcher for go-redis's own Client or ClusterClient;
 // nil for another UniversalClient, whose Process a pipeline would bypass.
 func newBatcher(rdb redis.UniversalClient) *batcher {
@@ -120,8 +127,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	var why error
 	select {
 	case <-call.done:
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 		return cmd
 	case <-ctx.Done():
 		why = context.Cause(ctx)
@@ -129,18 +135,14 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 		why = errClosing
 	}
 	b.mu.Lock()
-	queued := false
-	for i, c := range l.queue {
-		if c == call {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			queued = true
-			break
-		}
+	i := slices.Index(l.queue, call)
+	queued := i >= 0
+	if queued {
+		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	b.mu.Unlock()
 	if queued {
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 	} else if why != errClosing && b.replied(l, call) {
 		// Answered soon after ctx ended: that settles what it did.
 		return cmd
@@ -193,8 +195,7 @@ func (b *batcher) replied(l *lane, call *batchCall) bool {
 	defer t.Stop()
 	select {
 	case <-call.done:
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 		return true
 	case <-t.C:
 		return false
@@ -323,20 +324,16 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 
 // startFlusher hands l's queue to a new flusher on live slot. b.mu is held.
 func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
-	batch := b.take(l)
-	slot.crowd = len(batch) > 1
 	b.flushers.Add(1)
-	go b.flush(l, slot, batch)
+	go b.flush(l, slot, l.take(slot))
 }
 
-// take returns l's queue and leaves l an empty one; nil when empty. b.mu
-// is held.
-func (b *batcher) take(l *lane) []*batchCall {
-	if len(l.queue) == 0 {
-		return nil
-	}
+// take returns l's queue, which slot sends, and leaves l an empty one (its
+// callers make sure the queue has something). b.mu is held.
+func (l *lane) take(slot *sendSlot) []*batchCall {
 	batch := l.queue
 	l.queue, l.spare = l.spare[:0], nil
+	slot.crowd = len(batch) > 1
 	return batch
 }
 
@@ -362,8 +359,7 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			b.mu.Unlock()
 			return
 		}
-		batch = b.take(l)
-		slot.crowd = len(batch) > 1
+		batch = l.take(slot)
 		b.mu.Unlock()
 	}
 }
@@ -465,11 +461,4 @@ func (b *batcher) send(batch []*batchCall) {
 }
 
 // idle returns a channel closed once no flusher is left.
-func (b *batcher) idle() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		b.flushers.Wait()
-		close(done)
-	}()
-	return done
-}
+func (b *batcher) idle() <-chan struct{} { return waited(&b.flushers) }

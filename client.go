@@ -142,9 +142,14 @@ func (b *background) close() <-chan struct{} {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	return waited(&b.wg)
+}
+
+// waited returns a channel closed once wg's count is zero.
+func waited(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		b.wg.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	return done
@@ -284,20 +289,8 @@ func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 // among them.
 func (c *Client) endHeld() (refs []*lockRef, terms []string) {
 	for _, l := range c.deadlines.held() {
-		cause := fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name)
-		l.mu.Lock()
-		mine := l.releasing == releaseNone
-		if mine {
-			l.releasing = releaseDone
-		}
-		l.mu.Unlock()
-		if !mine {
-			continue // a Release is on it
-		}
-		if room, ok := l.end(cause); ok {
-			if room != nil {
-				c.waiting.leave(room, true)
-			}
+		// (A hold lost before is claimed too: a Release after Close sends nothing.)
+		if l.giveUp(fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name), false) {
 			refs = append(refs, &l.ref)
 			if l.opts.campaign {
 				terms = append(terms, l.ref.key)
