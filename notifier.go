@@ -195,35 +195,31 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) 
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			n.deliver(ps, m.Channel, m.Payload)
+			n.heard(ps, m.Channel, m.Payload, false)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				n.confirmChannel(ps, m.Channel)
+				n.heard(ps, m.Channel, "", true)
 			} // an unsubscribe confirmation is no release
 		}
 	}
 }
 
-func (n *notifier) deliver(ps *redis.PubSub, channel, payload string) {
+// heard hands payload, heard on channel on ps, to the rooms subscribed to
+// it; with confirm, it is the server's confirmation of the subscription.
+func (n *notifier) heard(ps *redis.PubSub, channel, payload string, confirm bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, sub := range n.subs[channel] {
-		// Sharded, each subscription hears on a connection of its own.
-		if !n.sharded || sub.pubsub == ps {
-			sub.room.wants(payload)
-		}
-	}
-}
-
-func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.sharded {
+	if confirm && !n.sharded {
 		n.confirmed[channel] = true
 	}
 	for _, sub := range n.subs[channel] {
-		if !n.sharded || sub.pubsub == ps {
+		switch {
+		case n.sharded && sub.pubsub != ps:
+			// Sharded, each subscription hears on a connection of its own.
+		case confirm:
 			sub.confirm(channel)
+		default:
+			sub.room.wants(payload)
 		}
 	}
 }
@@ -237,11 +233,7 @@ func (sub *subscription) confirm(channel string) {
 		}
 		all = all && sub.confirmed[i]
 	}
-	if all && !sub.gone {
-		select {
-		case <-sub.ready:
-		default:
-			close(sub.ready)
-		}
+	if all && !sub.gone && !isClosed(sub.ready) {
+		close(sub.ready)
 	}
 }

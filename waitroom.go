@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,11 +207,6 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
 	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
@@ -218,6 +214,7 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 		}
 		if timer == nil {
 			timer = time.NewTimer(p.end.Sub(now))
+			defer timer.Stop() // (once: timer is made once)
 		} else {
 			timer.Reset(p.end.Sub(now))
 		}
@@ -238,14 +235,13 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, queued := range room.line {
-		if queued == me {
-			room.line = append(room.line[:i], room.line[i+1:]...)
-			room.users--
-			return room.seenHeld.Load(), true
-		}
+	i := slices.Index(room.line, me)
+	if i < 0 {
+		return false, false
 	}
-	return false, false
+	room.line = slices.Delete(room.line, i, i+1)
+	room.users--
+	return room.seenHeld.Load(), true
 }
 
 // takeNext hands room's turn to the next in line if it accepts an early
@@ -311,11 +307,13 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 	w.mu.Lock()
 	sub := room.sub
 	w.mu.Unlock()
-	if sub == nil {
-		return false
-	}
+	return sub != nil && isClosed(sub.ready)
+}
+
+// isClosed tells, without waiting, whether ch is closed (or has a value).
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-sub.ready:
+	case <-ch:
 		return true
 	default:
 		return false
