@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,13 +217,9 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	close(c.closing)
-	var err error
-	select {
-	case <-c.calls.close():
-	case <-ctx.Done():
-		// An attempt that succeeds from now on gives its lock back (handOut).
-		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
-	}
+	// When ctx ends first, an attempt that succeeds from now on gives its
+	// lock back (handOut).
+	err := closeWait(ctx, c.calls.close(), "Acquire calls under way")
 	c.init.Do(c.setup)
 	refs, terms := c.endHeld()
 	watchDone := c.scheduler.close()
@@ -241,12 +238,7 @@ func (c *Client) Close(ctx context.Context) error {
 		}
 		released <- err
 		// Attempts under way land first: the janitor's last try finds what they took.
-		if idle := c.store.idle(); idle != nil {
-			select {
-			case <-idle:
-			case <-ctx.Done():
-			}
-		}
+		_ = closeWait(ctx, c.store.idle(), "attempts under way")
 		c.cleaner.flush(ctx)
 		c.waiting.close(ctx)
 		close(swept)
@@ -258,30 +250,28 @@ func (c *Client) Close(ctx context.Context) error {
 		return join(err, fmt.Errorf("redislock: close: %s not confirmed released (they expire after their TTL): %w",
 			count(len(refs), "lock"), ctx.Err()))
 	}
-	select {
-	case <-swept:
-	case <-ctx.Done():
-		return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
+	if e := closeWait(ctx, swept, "commands under way"); e != nil {
+		return join(err, e)
 	}
-	return join(err, c.wait(ctx, watchDone))
+	// Then the timers' goroutines and the restart watch.
+	if e := closeWait(ctx, c.bg.close(), "the watchdog"); e != nil {
+		return join(err, e)
+	}
+	return join(err, closeWait(ctx, watchDone, "the restart watch"))
 }
 
-// wait waits, within ctx, for the timers' goroutines and the restart watch.
-func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
-	for _, step := range []struct {
-		what string
-		done <-chan struct{}
-	}{{"the watchdog", c.bg.close()}, {"the restart watch", watchDone}} {
-		if step.done == nil {
-			continue
-		}
-		select {
-		case <-step.done:
-		case <-ctx.Done():
-			return fmt.Errorf("redislock: close: waiting for %s: %w", step.what, ctx.Err())
-		}
+// closeWait waits for done (nil: nothing to wait for) within ctx; when ctx
+// ends first, it says what Close was waiting for.
+func closeWait(ctx context.Context, done <-chan struct{}, what string) error {
+	if done == nil {
+		return nil
 	}
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redislock: close: waiting for %s: %w", what, ctx.Err())
+	}
 }
 
 // endHeld ends every hold with ErrClosed now, and returns what is left to
@@ -306,19 +296,9 @@ func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
 	}
 	start := time.Now()
 	_, errs := c.store.abandon(ctx, refs)
-	failed := 0
-	var first error
-	for _, err := range errs {
-		if err != nil {
-			failed++
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	if failed > 0 {
+	if failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil }); len(failed) > 0 {
 		return fmt.Errorf("redislock: close: %d of %d locks not released (they expire after their TTL) after %v: %w",
-			failed, len(refs), time.Since(start).Round(time.Millisecond), first)
+			len(failed), len(refs), time.Since(start).Round(time.Millisecond), failed[0])
 	}
 	return nil
 }
