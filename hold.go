@@ -102,12 +102,6 @@ func (l *hold) token() string {
 	return token
 }
 
-func (l *hold) pastSafeDeadline() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !time.Now().Before(l.safeDeadline)
-}
-
 // context returns the hold's context, made on first use: it keeps the
 // acquire ctx's values but not its cancellation (a short wait timeout must
 // not end the hold), and ends with the hold.

@@ -46,11 +46,8 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 		return 0, false
 	}
 	ceiling := s.max
-	if attempt < 1 {
-		attempt = 1
-	}
 	if attempt < 63 {
-		if grown := s.min << (attempt - 1); grown > 0 && grown < ceiling {
+		if grown := s.min << (max(attempt, 1) - 1); grown > 0 && grown < ceiling {
 			ceiling = grown
 		}
 	}

@@ -225,16 +225,16 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 			s.schedule(l, sent.Add(intervals[i]), intervals[i])
 			continue
 		}
-		if l.notHeld() == nil && !l.pastSafeDeadline() {
+		l.mu.Lock()
+		left := time.Until(l.safeDeadline)
+		l.mu.Unlock()
+		if l.notHeld() == nil && left > 0 {
 			// (Past it, as after a pause, the alarm reports the loss: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "holder", holderID(l.token()), "error", err, "safe_deadline_in", time.Until(deadline))
 		}
 		// Three more tries in what is left of the lease, a third of the
 		// interval apart at most: a hand-over's lease may be short.
-		l.mu.Lock()
-		left := time.Until(l.safeDeadline)
-		l.mu.Unlock()
 		retry := max(min(intervals[i]/3, left/3), time.Millisecond)
 		s.schedule(l, time.Now().Add(retry), retry)
 	}
