@@ -249,25 +249,11 @@ func (l *lane) claim() *sendSlot {
 	return nil
 }
 
-// carryOn tells whether slot, whose send ended, sends l's queue next: a late
-// slot only if there is room for it among the live. b.mu is held.
-func (l *lane) carryOn(slot *sendSlot) bool {
-	if len(l.queue) == 0 {
-		return false
-	}
-	if slot.late {
-		if n, _ := l.live(); n >= maxInFlight {
-			return false
-		}
-		slot.late = false
-	}
-	slot.since = time.Now()
-	return true
-}
-
-// observe folds how long slot's send took into l.usual, unless it was
-// late. b.mu is held.
-func (l *lane) observe(slot *sendSlot, took time.Duration) {
+// next ends slot's send, which took took, and returns what slot sends next:
+// l's queue, nil (the slot freed) when it is empty or slot, late, finds no
+// room among the live sends. How long a send took is folded into l.usual,
+// unless it was late. b.mu is held.
+func (l *lane) next(slot *sendSlot, took time.Duration) []*batchCall {
 	switch {
 	case slot.late:
 	case l.usual == 0:
@@ -275,6 +261,12 @@ func (l *lane) observe(slot *sendSlot, took time.Duration) {
 	default:
 		l.usual += (took - l.usual) / 8
 	}
+	if n, _ := l.live(); len(l.queue) == 0 || slot.late && n >= maxInFlight {
+		*slot = sendSlot{}
+		return nil
+	}
+	slot.late, slot.since = false, time.Now()
+	return l.take(slot)
 }
 
 // lateAfter is how long a send of l may take before it is late: eight times
@@ -303,7 +295,7 @@ func (l *lane) live() (n int, crowded bool) {
 // and the timer watches for late sends. b.mu is held.
 func (b *batcher) dispatchLocked(l *lane) {
 	if slot := l.claim(); slot != nil {
-		b.startFlusher(l, slot)
+		b.startFlusher(l, slot, l.take(slot))
 		return
 	}
 	b.watchLocked(l)
@@ -314,18 +306,15 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 	took := time.Since(slot.since) // (only this goroutine writes it now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l.observe(slot, took)
-	if l.carryOn(slot) {
-		b.startFlusher(l, slot)
-		return
+	if batch := l.next(slot, took); batch != nil {
+		b.startFlusher(l, slot, batch)
 	}
-	*slot = sendSlot{}
 }
 
-// startFlusher hands l's queue to a new flusher on live slot. b.mu is held.
-func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
+// startFlusher has a new flusher send batch on live slot. b.mu is held.
+func (b *batcher) startFlusher(l *lane, slot *sendSlot, batch []*batchCall) {
 	b.flushers.Add(1)
-	go b.flush(l, slot, l.take(slot))
+	go b.flush(l, slot, batch)
 }
 
 // take returns l's queue, which slot sends, and leaves l an empty one (its
@@ -341,7 +330,7 @@ func (l *lane) take(slot *sendSlot) []*batchCall {
 // or its slot, late, has to make room for live sends.
 func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 	defer b.flushers.Done()
-	for {
+	for batch != nil {
 		b.send(batch)
 		took := time.Since(slot.since)
 		answered := len(batch)
@@ -350,16 +339,10 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			b.gather(l, answered)
 		}
 		b.mu.Lock()
-		l.observe(slot, took)
 		if l.spare == nil {
 			l.spare = batch[:0]
 		}
-		if !l.carryOn(slot) {
-			*slot = sendSlot{}
-			b.mu.Unlock()
-			return
-		}
-		batch = l.take(slot)
+		batch = l.next(slot, took)
 		b.mu.Unlock()
 	}
 }
