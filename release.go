@@ -53,16 +53,12 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	// or the maximum hold the key may be ours yet; deleting it lets the
 	// next holder in now.
 	room, endedNow := l.end(ErrReleased)
-	var (
-		reply int64
-		err   error
-	)
-	sent := false
-	if ctx.Err() == nil || !detach {
+	reply, err := int64(0), ctx.Err()
+	if err == nil || !detach {
 		reply, err = l.sendRelease(ctx, room)
-		room, sent = nil, true // handed on
+		room = nil // handed on
 	}
-	if detach && (!sent || (err != nil && ctx.Err() != nil)) {
+	if detach && err != nil && ctx.Err() != nil {
 		// ctx ended before or during the attempt: one detached attempt.
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		reply, err = l.sendRelease(detached, room)
