@@ -115,16 +115,20 @@ func (n *notifier) reconcile() {
 	n.io.Lock()
 	defer n.io.Unlock()
 	n.mu.Lock()
+	// have is what the connection is asked for once this reconcile is done
+	// (a failure to ask only costs latency).
 	var add, drop []string
 	for channel := range n.subs {
 		if !n.have[channel] {
 			add = append(add, channel)
+			n.have[channel] = true
 		}
 	}
 	for channel := range n.have {
 		if n.subs[channel] == nil {
 			drop = append(drop, channel)
 			delete(n.confirmed, channel)
+			delete(n.have, channel)
 		}
 	}
 	empty := len(n.subs) == 0
@@ -136,7 +140,6 @@ func (n *notifier) reconcile() {
 			_ = n.pubsub.Close()
 			<-n.reading
 			n.pubsub, n.reading = nil, nil
-			clear(n.have)
 		}
 		return
 	case n.pubsub == nil:
@@ -148,12 +151,6 @@ func (n *notifier) reconcile() {
 	}
 	if len(drop) > 0 {
 		_ = n.pubsub.Unsubscribe(ctx, drop...)
-	}
-	for _, channel := range add {
-		n.have[channel] = true
-	}
-	for _, channel := range drop {
-		delete(n.have, channel)
 	}
 }
 
