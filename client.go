@@ -185,8 +185,7 @@ func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
 		return &c.opts, c.defaultsErr
 	}
-	o := new(options)
-	*o = c.opts
+	o := new(c.opts)
 	applyOptions(o, opts)
 	if err := o.validate(); err != nil {
 		return o, err

@@ -100,12 +100,7 @@ func (o *options) validate() error {
 	if o.extendInterval >= o.ttl {
 		return invalidf("extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl)
 	}
-	if v, ok := o.retry.(interface{ validate() error }); ok {
-		if err := v.validate(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return validStrategy(o.retry)
 }
 
 func (o *options) interval() time.Duration {

@@ -88,7 +88,13 @@ func (s limitRetry) validate() error {
 	if s.attempts < 0 {
 		return invalidf("LimitRetry attempts %d must not be negative", s.attempts)
 	}
-	if v, ok := s.s.(interface{ validate() error }); ok {
+	return validStrategy(s.s)
+}
+
+// validStrategy checks a strategy of this package (LimitRetry's inner one
+// too); a caller's own strategy is its own to check.
+func validStrategy(s RetryStrategy) error {
+	if v, ok := s.(interface{ validate() error }); ok {
 		return v.validate()
 	}
 	return nil

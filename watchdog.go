@@ -3,6 +3,7 @@ package redislock
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -244,15 +245,8 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 // that the server restarted, failed over or lost data: a key found gone (the
 // other locks likely are too), or Redis answering after a failed batch.
 func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
-	failed, gone := false, false
-	for _, r := range reqs {
-		switch {
-		case r.err != nil:
-			failed = true
-		case r.reply == replyGone:
-			gone = true
-		}
-	}
+	failed := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err != nil })
+	gone := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err == nil && r.reply == replyGone })
 	if node != "" && reqs[0].multi != nil {
 		// A multi lock's own group (on a Cluster: it may span nodes) says
 		// nothing of one node: nothing kept, so nothing left per lock.
