@@ -19,11 +19,8 @@ import (
 // is then cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil || l.h == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		return invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return err
 	}
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if bad := lockrules.TTLOutOfRange(ttl); bad != "" {

@@ -37,6 +37,14 @@ func (l *Lock) held() *hold {
 	return l.h
 }
 
+// check is the first check of Extend, Release and TTL.
+func (l *Lock) check(ctx context.Context) error {
+	if l == nil || l.h == nil {
+		return errNilLock
+	}
+	return invalidIf(ctx == nil, "nil context")
+}
+
 // drift allows for clock drift over a lease: 1% of the TTL plus 2ms (Redlock's figure).
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
@@ -96,11 +104,8 @@ func (l *Lock) Context() context.Context {
 // TTL returns the lock's lease left on the server (a multi lock's shortest);
 // ErrNotHeld when no longer ours or on a nil Lock; or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil || l.h == nil {
-		return 0, errNilLock
-	}
-	if ctx == nil {
-		return 0, invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return 0, err
 	}
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if err := l.h.endedFor(ctx); err != nil {

@@ -20,11 +20,8 @@ import (
 // nil *Lock, and on every call after the first (only one sends, also when
 // calls race); or the Redis error.
 func (l *Lock) Release(ctx context.Context) error {
-	if l == nil || l.h == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		return invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return err
 	}
 	defer runtime.SetFinalizer(l, nil) // in use, not dropped; released, no finalizer to run (see dropped)
 	_, err := l.h.release(ctx, true)
