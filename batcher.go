@@ -170,14 +170,12 @@ func (e *onItsWay) Unwrap() error { return e.cause }
 // settled tells, without waiting, whether the flusher is done with cmd and then whether
 // its reply was read (landed): after a network error it may land later all the same.
 func (e *onItsWay) settled() (done, landed bool) {
-	select {
-	case <-e.sent:
-		var reply redis.Error
-		err := e.cmd.Err()
-		return true, err == nil || errors.As(err, &reply)
-	default:
+	if !received(e.sent) {
 		return false, false
 	}
+	var reply redis.Error
+	err := e.cmd.Err()
+	return true, err == nil || errors.As(err, &reply)
 }
 
 // replyGrace is how long past its callers' latest deadline a pipeline

@@ -157,19 +157,12 @@ func (n *notifier) reconcile() {
 // wait waits, within ctx, for the reconcile and closing goroutines.
 func (n *notifier) wait(ctx context.Context) {
 	n.mu.Lock()
-	if n.pending == 0 {
-		n.mu.Unlock()
-		return
-	}
-	if n.idle == nil {
+	if n.pending > 0 && n.idle == nil {
 		n.idle = make(chan struct{})
 	}
-	idle := n.idle
+	idle := n.idle // nil when nothing is pending (see done)
 	n.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-	}
+	_ = closeWait(ctx, idle, "the notifier")
 }
 
 // read dispatches messages until ps is closed (a sharded one subscribes first).
@@ -230,7 +223,7 @@ func (sub *subscription) confirm(channel string) {
 		}
 		all = all && sub.confirmed[i]
 	}
-	if all && !sub.gone && !isClosed(sub.ready) {
+	if all && !sub.gone && !received(sub.ready) {
 		close(sub.ready)
 	}
 }

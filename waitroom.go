@@ -38,9 +38,9 @@ type waitRoom struct {
 	turnHeld bool
 	line     []*queuedWaiter
 	sub      *subscription // nil until someone in the room first waited
-	// linger closes the room once idle (see leave), ringing lingerRing.
-	linger     alarm
-	lingerRing idleRoomRing
+	// linger closes the room once idle (see leave), in rooms.
+	linger alarm
+	rooms  *waitRooms
 	// seenHeld: the turn holder found the lock held, or holds it: callers
 	// in line who give up report ErrNotAcquired.
 	seenHeld atomic.Bool
@@ -174,9 +174,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 	w.mu.Lock()
 	room := w.rooms[key]
 	if room == nil {
-		room = &waitRoom{key: key}
-		room.lingerRing = idleRoomRing{w, room}
-		room.linger = alarm{rings: &room.lingerRing, index: -1}
+		room = &waitRoom{key: key, rooms: w}
+		room.linger = alarm{rings: (*idleRoomRing)(room), index: -1}
 		w.rooms[key] = room
 	}
 	room.users++
@@ -307,11 +306,12 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 	w.mu.Lock()
 	sub := room.sub
 	w.mu.Unlock()
-	return sub != nil && isClosed(sub.ready)
+	return sub != nil && received(sub.ready)
 }
 
-// isClosed tells, without waiting, whether ch is closed (or has a value).
-func isClosed(ch <-chan struct{}) bool {
+// received tells, without waiting, whether ch is closed or has a value
+// (which it takes).
+func received(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
