@@ -133,7 +133,8 @@ func invalidf(format string, args ...any) error {
 // join is errors.Join on one line: it matches every non-nil err, and its
 // message is theirs joined by "; ", so a log record stays one line.
 func join(errs ...error) error {
-	// (Every caller passes its errors one by one: errs is join's own.)
+	// Callers pass their errors one by one, so errs is join's own to
+	// compact; a caller's slice passed with ... would be compacted too.
 	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 	switch len(errs) {
 	case 0:
