@@ -169,8 +169,9 @@ func (e *onItsWay) Unwrap() error { return e.cause }
 
 // settled tells, without waiting, whether the flusher is done with cmd and then whether
 // its reply was read (landed): after a network error it may land later all the same.
+// A nil e (no command on its way) is not done.
 func (e *onItsWay) settled() (done, landed bool) {
-	if !received(e.sent) {
+	if e == nil || !received(e.sent) {
 		return false, false
 	}
 	var reply redis.Error

@@ -67,7 +67,7 @@ type options struct {
 	prefix         string
 	watchdog       bool
 	extendInterval time.Duration // 0: ttl/3
-	logger         *slog.Logger
+	logger         *slog.Logger  // nil: slog.Default() at use, so SetDefault after New still counts
 	observer       Observer
 	gauges         GaugeObserver // observer, when it is one (asserted once, by WithObserver)
 	failOpen       bool
@@ -87,7 +87,6 @@ func defaultOptions() options {
 		retry:    NoRetry(),
 		prefix:   DefaultKeyPrefix,
 		watchdog: true,
-		logger:   nil, // resolved to slog.Default() at use, so SetDefault after New still counts
 	}
 }
 

@@ -22,12 +22,6 @@ func (h *timeHeap[T]) set(x T) {
 	heap.Push(h, x)
 }
 
-func (h *timeHeap[T]) remove(x T) {
-	if i := *h.slot(x); i >= 0 {
-		heap.Remove(h, i)
-	}
-}
-
 // The heap.Interface methods; use the methods above.
 
 func (h *timeHeap[T]) Len() int           { return len(h.items) }
@@ -90,7 +84,9 @@ func (q *timedQueue[T]) setLocked(x T) {
 }
 
 func (q *timedQueue[T]) removeLocked(x T) {
-	q.items.remove(x)
+	if i := *q.items.slot(x); i >= 0 {
+		heap.Remove(&q.items, i)
+	}
 	q.idleLocked()
 }
 
