@@ -24,17 +24,14 @@ type alarm struct {
 type ringer interface{ ring() }
 
 type (
-	safeDeadlineRing hold // rings hold.onSafeDeadline
-	maxHoldRing      hold // rings hold.onMaxHold
-	idleRoomRing     struct {
-		rooms *waitRooms
-		room  *waitRoom
-	} // rings waitRooms.closeIdle
+	safeDeadlineRing hold     // rings hold.onSafeDeadline
+	maxHoldRing      hold     // rings hold.onMaxHold
+	idleRoomRing     waitRoom // rings waitRooms.closeIdle
 )
 
 func (r *safeDeadlineRing) ring() { (*hold)(r).onSafeDeadline() }
 func (r *maxHoldRing) ring()      { (*hold)(r).onMaxHold() }
-func (r *idleRoomRing) ring()     { r.rooms.closeIdle(r.room) }
+func (r *idleRoomRing) ring()     { r.rooms.closeIdle((*waitRoom)(r)) }
 
 func newAlarms(bg *background) *alarms {
 	as := &alarms{bg: bg}

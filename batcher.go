@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,6 +84,12 @@ type batchCall struct {
 
 var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
 
+// free puts call back in the pool, once its flusher is done with it.
+func (call *batchCall) free() {
+	call.ctx, call.cmd = nil, nil
+	batchCalls.Put(call)
+}
+
 // newBatcher returns a batcher for go-redis's own Client or ClusterClient;
 // nil for another UniversalClient, whose Process a pipeline would bypass.
 func newBatcher(rdb redis.UniversalClient) *batcher {
@@ -120,8 +127,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	var why error
 	select {
 	case <-call.done:
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 		return cmd
 	case <-ctx.Done():
 		why = context.Cause(ctx)
@@ -129,18 +135,14 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 		why = errClosing
 	}
 	b.mu.Lock()
-	queued := false
-	for i, c := range l.queue {
-		if c == call {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			queued = true
-			break
-		}
+	i := slices.Index(l.queue, call)
+	queued := i >= 0
+	if queued {
+		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	b.mu.Unlock()
 	if queued {
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 	} else if why != errClosing && b.replied(l, call) {
 		// Answered soon after ctx ended: that settles what it did.
 		return cmd
@@ -167,15 +169,14 @@ func (e *onItsWay) Unwrap() error { return e.cause }
 
 // settled tells, without waiting, whether the flusher is done with cmd and then whether
 // its reply was read (landed): after a network error it may land later all the same.
+// A nil e (no command on its way) is not done.
 func (e *onItsWay) settled() (done, landed bool) {
-	select {
-	case <-e.sent:
-		var reply redis.Error
-		err := e.cmd.Err()
-		return true, err == nil || errors.As(err, &reply)
-	default:
+	if e == nil || !received(e.sent) {
 		return false, false
 	}
+	var reply redis.Error
+	err := e.cmd.Err()
+	return true, err == nil || errors.As(err, &reply)
 }
 
 // replyGrace is how long past its callers' latest deadline a pipeline
@@ -193,8 +194,7 @@ func (b *batcher) replied(l *lane, call *batchCall) bool {
 	defer t.Stop()
 	select {
 	case <-call.done:
-		call.ctx, call.cmd = nil, nil
-		batchCalls.Put(call)
+		call.free()
 		return true
 	case <-t.C:
 		return false
@@ -248,25 +248,11 @@ func (l *lane) claim() *sendSlot {
 	return nil
 }
 
-// carryOn tells whether slot, whose send ended, sends l's queue next: a late
-// slot only if there is room for it among the live. b.mu is held.
-func (l *lane) carryOn(slot *sendSlot) bool {
-	if len(l.queue) == 0 {
-		return false
-	}
-	if slot.late {
-		if n, _ := l.live(); n >= maxInFlight {
-			return false
-		}
-		slot.late = false
-	}
-	slot.since = time.Now()
-	return true
-}
-
-// observe folds how long slot's send took into l.usual, unless it was
-// late. b.mu is held.
-func (l *lane) observe(slot *sendSlot, took time.Duration) {
+// next ends slot's send, which took took, and returns what slot sends next:
+// l's queue, nil (the slot freed) when it is empty or slot, late, finds no
+// room among the live sends. How long a send took is folded into l.usual,
+// unless it was late. b.mu is held.
+func (l *lane) next(slot *sendSlot, took time.Duration) []*batchCall {
 	switch {
 	case slot.late:
 	case l.usual == 0:
@@ -274,6 +260,12 @@ func (l *lane) observe(slot *sendSlot, took time.Duration) {
 	default:
 		l.usual += (took - l.usual) / 8
 	}
+	if n, _ := l.live(); len(l.queue) == 0 || slot.late && n >= maxInFlight {
+		*slot = sendSlot{}
+		return nil
+	}
+	slot.late, slot.since = false, time.Now()
+	return l.take(slot)
 }
 
 // lateAfter is how long a send of l may take before it is late: eight times
@@ -302,7 +294,7 @@ func (l *lane) live() (n int, crowded bool) {
 // and the timer watches for late sends. b.mu is held.
 func (b *batcher) dispatchLocked(l *lane) {
 	if slot := l.claim(); slot != nil {
-		b.startFlusher(l, slot)
+		b.startFlusher(l, slot, l.take(slot))
 		return
 	}
 	b.watchLocked(l)
@@ -313,30 +305,23 @@ func (b *batcher) sent(l *lane, slot *sendSlot) {
 	took := time.Since(slot.since) // (only this goroutine writes it now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l.observe(slot, took)
-	if l.carryOn(slot) {
-		b.startFlusher(l, slot)
-		return
+	if batch := l.next(slot, took); batch != nil {
+		b.startFlusher(l, slot, batch)
 	}
-	*slot = sendSlot{}
 }
 
-// startFlusher hands l's queue to a new flusher on live slot. b.mu is held.
-func (b *batcher) startFlusher(l *lane, slot *sendSlot) {
-	batch := b.take(l)
-	slot.crowd = len(batch) > 1
+// startFlusher has a new flusher send batch on live slot. b.mu is held.
+func (b *batcher) startFlusher(l *lane, slot *sendSlot, batch []*batchCall) {
 	b.flushers.Add(1)
 	go b.flush(l, slot, batch)
 }
 
-// take returns l's queue and leaves l an empty one; nil when empty. b.mu
-// is held.
-func (b *batcher) take(l *lane) []*batchCall {
-	if len(l.queue) == 0 {
-		return nil
-	}
+// take returns l's queue, which slot sends, and leaves l an empty one (its
+// callers make sure the queue has something). b.mu is held.
+func (l *lane) take(slot *sendSlot) []*batchCall {
 	batch := l.queue
 	l.queue, l.spare = l.spare[:0], nil
+	slot.crowd = len(batch) > 1
 	return batch
 }
 
@@ -344,7 +329,7 @@ func (b *batcher) take(l *lane) []*batchCall {
 // or its slot, late, has to make room for live sends.
 func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 	defer b.flushers.Done()
-	for {
+	for batch != nil {
 		b.send(batch)
 		took := time.Since(slot.since)
 		answered := len(batch)
@@ -353,17 +338,10 @@ func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 			b.gather(l, answered)
 		}
 		b.mu.Lock()
-		l.observe(slot, took)
 		if l.spare == nil {
 			l.spare = batch[:0]
 		}
-		if !l.carryOn(slot) {
-			*slot = sendSlot{}
-			b.mu.Unlock()
-			return
-		}
-		batch = b.take(l)
-		slot.crowd = len(batch) > 1
+		batch = l.next(slot, took)
 		b.mu.Unlock()
 	}
 }
@@ -465,11 +443,4 @@ func (b *batcher) send(batch []*batchCall) {
 }
 
 // idle returns a channel closed once no flusher is left.
-func (b *batcher) idle() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		b.flushers.Wait()
-		close(done)
-	}()
-	return done
-}
+func (b *batcher) idle() <-chan struct{} { return waited(&b.flushers) }

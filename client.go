@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,9 +143,14 @@ func (b *background) close() <-chan struct{} {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	return waited(&b.wg)
+}
+
+// waited returns a channel closed once wg's count is zero.
+func waited(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		b.wg.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	return done
@@ -179,8 +185,7 @@ func (c *Client) resolve(opts []Option) (*options, error) {
 	if len(opts) == 0 {
 		return &c.opts, c.defaultsErr
 	}
-	o := new(options)
-	*o = c.opts
+	o := new(c.opts)
 	applyOptions(o, opts)
 	if err := o.validate(); err != nil {
 		return o, err
@@ -211,13 +216,9 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	close(c.closing)
-	var err error
-	select {
-	case <-c.calls.close():
-	case <-ctx.Done():
-		// An attempt that succeeds from now on gives its lock back (handOut).
-		err = fmt.Errorf("redislock: close: waiting for Acquire calls under way: %w", ctx.Err())
-	}
+	// When ctx ends first, an attempt that succeeds from now on gives its
+	// lock back (handOut).
+	err := closeWait(ctx, c.calls.close(), "Acquire calls under way")
 	c.init.Do(c.setup)
 	refs, terms := c.endHeld()
 	watchDone := c.scheduler.close()
@@ -236,12 +237,7 @@ func (c *Client) Close(ctx context.Context) error {
 		}
 		released <- err
 		// Attempts under way land first: the janitor's last try finds what they took.
-		if idle := c.store.idle(); idle != nil {
-			select {
-			case <-idle:
-			case <-ctx.Done():
-			}
-		}
+		_ = closeWait(ctx, c.store.idle(), "attempts under way")
 		c.cleaner.flush(ctx)
 		c.waiting.close(ctx)
 		close(swept)
@@ -253,30 +249,28 @@ func (c *Client) Close(ctx context.Context) error {
 		return join(err, fmt.Errorf("redislock: close: %s not confirmed released (they expire after their TTL): %w",
 			count(len(refs), "lock"), ctx.Err()))
 	}
-	select {
-	case <-swept:
-	case <-ctx.Done():
-		return join(err, fmt.Errorf("redislock: close: waiting for commands under way: %w", ctx.Err()))
+	if e := closeWait(ctx, swept, "commands under way"); e != nil {
+		return join(err, e)
 	}
-	return join(err, c.wait(ctx, watchDone))
+	// Then the timers' goroutines and the restart watch.
+	if e := closeWait(ctx, c.bg.close(), "the watchdog"); e != nil {
+		return join(err, e)
+	}
+	return join(err, closeWait(ctx, watchDone, "the restart watch"))
 }
 
-// wait waits, within ctx, for the timers' goroutines and the restart watch.
-func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
-	for _, step := range []struct {
-		what string
-		done <-chan struct{}
-	}{{"the watchdog", c.bg.close()}, {"the restart watch", watchDone}} {
-		if step.done == nil {
-			continue
-		}
-		select {
-		case <-step.done:
-		case <-ctx.Done():
-			return fmt.Errorf("redislock: close: waiting for %s: %w", step.what, ctx.Err())
-		}
+// closeWait waits for done (nil: nothing to wait for) within ctx; when ctx
+// ends first, it says what Close was waiting for.
+func closeWait(ctx context.Context, done <-chan struct{}, what string) error {
+	if done == nil {
+		return nil
 	}
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redislock: close: waiting for %s: %w", what, ctx.Err())
+	}
 }
 
 // endHeld ends every hold with ErrClosed now, and returns what is left to
@@ -284,20 +278,8 @@ func (c *Client) wait(ctx context.Context, watchDone <-chan struct{}) error {
 // among them.
 func (c *Client) endHeld() (refs []*lockRef, terms []string) {
 	for _, l := range c.deadlines.held() {
-		cause := fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name)
-		l.mu.Lock()
-		mine := l.releasing == releaseNone
-		if mine {
-			l.releasing = releaseDone
-		}
-		l.mu.Unlock()
-		if !mine {
-			continue // a Release is on it
-		}
-		if room, ok := l.end(cause); ok {
-			if room != nil {
-				c.waiting.leave(room, true)
-			}
+		// (A hold lost before is claimed too: a Release after Close sends nothing.)
+		if l.giveUp(fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name), false) {
 			refs = append(refs, &l.ref)
 			if l.opts.campaign {
 				terms = append(terms, l.ref.key)
@@ -313,19 +295,9 @@ func (c *Client) releaseAll(ctx context.Context, refs []*lockRef) error {
 	}
 	start := time.Now()
 	_, errs := c.store.abandon(ctx, refs)
-	failed := 0
-	var first error
-	for _, err := range errs {
-		if err != nil {
-			failed++
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	if failed > 0 {
+	if failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil }); len(failed) > 0 {
 		return fmt.Errorf("redislock: close: %d of %d locks not released (they expire after their TTL) after %v: %w",
-			failed, len(refs), time.Since(start).Round(time.Millisecond), first)
+			len(failed), len(refs), time.Since(start).Round(time.Millisecond), failed[0])
 	}
 	return nil
 }

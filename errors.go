@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,17 +72,10 @@ const (
 
 // String returns the reason in words, as used in logs.
 func (r LostReason) String() string {
-	switch r {
-	case Expired:
-		return "expired"
-	case Taken:
-		return "taken by another holder"
-	case Unreachable:
-		return "redis unreachable until the safe deadline"
-	case MaxHoldReached:
-		return "maximum hold time reached"
+	if r < Expired || r > MaxHoldReached {
+		return fmt.Sprintf("LostReason(%d)", int(r))
 	}
-	return fmt.Sprintf("LostReason(%d)", int(r))
+	return [...]string{"expired", "taken by another holder", "redis unreachable until the safe deadline", "maximum hold time reached"}[r-Expired]
 }
 
 // LostError reports that a held lock was lost, and why. It is the cause of
@@ -139,32 +133,26 @@ func invalidf(format string, args ...any) error {
 // join is errors.Join on one line: it matches every non-nil err, and its
 // message is theirs joined by "; ", so a log record stays one line.
 func join(errs ...error) error {
-	var e joinError
-	for _, err := range errs {
-		if err != nil {
-			e.errs = append(e.errs, err)
-		}
-	}
-	switch len(e.errs) {
+	// Callers pass their errors one by one, so errs is join's own to
+	// compact; a caller's slice passed with ... would be compacted too.
+	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	switch len(errs) {
 	case 0:
 		return nil
 	case 1:
-		return e.errs[0]
+		return errs[0]
 	}
-	return &e
+	return &joinError{errs}
 }
 
 type joinError struct{ errs []error }
 
 func (e *joinError) Error() string {
-	var b strings.Builder
+	msgs := make([]string, len(e.errs))
 	for i, err := range e.errs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(oneLine(err.Error()))
+		msgs[i] = oneLine(err.Error())
 	}
-	return b.String()
+	return strings.Join(msgs, "; ")
 }
 
 func (e *joinError) Unwrap() []error { return e.errs }

@@ -19,11 +19,8 @@ import (
 // is then cancelled with the loss, if it was not already), or the Redis
 // error, which leaves the lock as it was.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil || l.h == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		return invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return err
 	}
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if bad := lockrules.TTLOutOfRange(ttl); bad != "" {
@@ -40,23 +37,21 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.h.endedFor(ctx); err != nil { // released or lost while we waited
 		return err
 	}
-	err := l.h.extendOnce(ctx, ttl, false)
-	if err == nil {
-		l.h.mu.Lock()
-		l.h.ttl = ttl
-		if l.h.opts.extendInterval > 0 && l.h.opts.extendInterval < ttl {
-			l.h.interval = l.h.opts.extendInterval
-		} else {
-			l.h.interval = ttl / 3
-		}
-		interval := l.h.interval
-		l.h.mu.Unlock()
-		if l.h.opts.watchdog {
-			// Due an interval from now: a shorter lease would run out first.
-			l.h.client.watchdog().schedule(l.h, time.Now().Add(interval), interval)
-		}
+	if err := l.h.extendOnce(ctx, ttl, false); err != nil {
+		return err
 	}
-	return err
+	interval := ttl / 3
+	if every := l.h.opts.extendInterval; every > 0 && every < ttl {
+		interval = every
+	}
+	l.h.mu.Lock()
+	l.h.ttl, l.h.interval = ttl, interval
+	l.h.mu.Unlock()
+	if l.h.opts.watchdog {
+		// Due an interval from now: a shorter lease would run out first.
+		l.h.client.watchdog().schedule(l.h, time.Now().Add(interval), interval)
+	}
+	return nil
 }
 
 func (l *hold) extendRequest(ttl time.Duration) extendRequest {

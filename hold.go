@@ -102,12 +102,6 @@ func (l *hold) token() string {
 	return token
 }
 
-func (l *hold) pastSafeDeadline() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !time.Now().Before(l.safeDeadline)
-}
-
 // context returns the hold's context, made on first use: it keeps the
 // acquire ctx's values but not its cancellation (a short wait timeout must
 // not end the hold), and ends with the hold.
@@ -221,6 +215,27 @@ func (l *hold) lose(reason LostReason, cause error, paused time.Duration) {
 	}
 }
 
+// giveUp takes l's release from any Release to come (which then sends
+// nothing) and ends the hold with cause, handing the turn on. It returns
+// false, doing nothing more, when a Release is on it or the hold had ended;
+// with unlessEnded, a hold that had ended is not even taken.
+func (l *hold) giveUp(cause error, unlessEnded bool) bool {
+	l.mu.Lock()
+	mine := l.releasing == releaseNone && (l.ended == nil || !unlessEnded)
+	if mine {
+		l.releasing = releaseDone
+	}
+	l.mu.Unlock()
+	if !mine {
+		return false
+	}
+	room, ended := l.end(cause)
+	if ended && room != nil {
+		l.client.rooms().leave(room, true)
+	}
+	return ended
+}
+
 // cancelLocked cancels the lock's context (now, or when made); the first cause stays.
 func (l *hold) cancelLocked(cause error) {
 	if l.doneCause == nil {
@@ -308,21 +323,8 @@ func (l *Lock) dropped() {
 }
 
 func (h *hold) dropped() {
-	h.mu.Lock()
-	mine := h.releasing == releaseNone && h.ended == nil
-	if mine {
-		h.releasing = releaseDone
-	}
-	h.mu.Unlock()
-	if !mine {
+	if !h.giveUp(errDropped, true) {
 		return // released or lost before: nothing is held
-	}
-	room, ended := h.end(errDropped)
-	if !ended {
-		return
-	}
-	if room != nil {
-		h.client.rooms().leave(room, true)
 	}
 	h.client.cleaner.add(&h.ref, time.Now().Add(h.currentTTL()))
 	heldFor := time.Since(h.acquiredAt)

@@ -86,9 +86,6 @@ func (j *janitor) sweep(ctx context.Context, batch []*cleanup) {
 	j.mu.Lock()
 	for i, c := range batch {
 		refs[i] = c.ref
-		if c.way == nil {
-			continue
-		}
 		if done, landed := c.way.settled(); done { // before this round
 			c.way, c.uncertain = nil, !landed
 		}

@@ -38,18 +38,18 @@ func keyError(err error) error {
 
 // handoffTicket names the waiter a release hands the lock to: the first 16
 // hex digits of its token's SHA1 (the token, a secret, is not published).
-func handoffTicket(token string) string {
-	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:8])
-}
+func handoffTicket(token string) string { return sha1Prefix(token) }
 
 // holderID names a hold where operators see it (Info.Holders, log lines,
 // Client.BreakHolder): the first 16 hex digits of the SHA1 of "holder:" and
 // its token. It is the same for the hold's whole life and tells nothing of
 // the token (nor of the hand-over ticket, a hash of the token alone); the
 // scripts compute it as redis.sha1hex("holder:" .. token):sub(1, 16).
-func holderID(token string) string {
-	sum := sha1.Sum([]byte("holder:" + token))
+func holderID(token string) string { return sha1Prefix("holder:" + token) }
+
+// sha1Prefix is the first 16 hex digits of s's SHA1.
+func sha1Prefix(s string) string {
+	sum := sha1.Sum([]byte(s))
 	return hex.EncodeToString(sum[:8])
 }
 

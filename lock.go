@@ -26,44 +26,43 @@ type Lock struct {
 	ctx weak.Pointer[lockContext]
 }
 
+// noHold is the hold a nil or zero Lock reads its fields from: all zero.
+var noHold = hold{opts: &options{}}
+
+// held returns l's hold, noHold for a nil or zero Lock (for the getters).
+func (l *Lock) held() *hold {
+	if l == nil || l.h == nil {
+		return &noHold
+	}
+	return l.h
+}
+
+// check is the first check of Extend, Release and TTL.
+func (l *Lock) check(ctx context.Context) error {
+	if l == nil || l.h == nil {
+		return errNilLock
+	}
+	return invalidIf(ctx == nil, "nil context")
+}
+
 // drift allows for clock drift over a lease: 1% of the TTL plus 2ms (Redlock's figure).
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 // Name returns the name given to Acquire (for a Lock from AcquireMulti,
 // its first name; "" on a nil Lock).
-func (l *Lock) Name() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.name
-}
+func (l *Lock) Name() string { return l.held().name }
 
 // Key returns the Redis key that holds the token (for a Lock from
 // AcquireMulti, its first name's; "" on a nil Lock).
-func (l *Lock) Key() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.ref.key
-}
+func (l *Lock) Key() string { return l.held().ref.key }
 
 // Token returns this acquisition's random token, without metadata ("" on a
 // nil Lock): a secret, whoever knows it can release the lock.
-func (l *Lock) Token() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.token()
-}
+func (l *Lock) Token() string { return l.held().token() }
 
 // Fence returns the fencing token taken with the lock, 0 without WithFencing
 // (and on a nil Lock); a multi lock's first name's (see FenceOf).
-func (l *Lock) Fence() int64 {
-	if l == nil || l.h == nil {
-		return 0
-	}
-	return l.h.fence
-}
+func (l *Lock) Fence() int64 { return l.held().fence }
 
 // Valid reports whether the lock can be trusted now: its hold has not ended
 // and its safe deadline (monotonic clock) has not passed. Unlike
@@ -105,11 +104,8 @@ func (l *Lock) Context() context.Context {
 // TTL returns the lock's lease left on the server (a multi lock's shortest);
 // ErrNotHeld when no longer ours or on a nil Lock; or the Redis error.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil || l.h == nil {
-		return 0, errNilLock
-	}
-	if ctx == nil {
-		return 0, invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return 0, err
 	}
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
 	if err := l.h.endedFor(ctx); err != nil {

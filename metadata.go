@@ -27,13 +27,7 @@ const metadataSeparator = lockrules.MetadataSeparator
 // stored; anything else is an invalid argument. It travels with every
 // extension and release, so keep it short. Default "": nothing is sent.
 func WithMetadata(s string) Option {
-	return optionFunc(func(o *options) {
-		if err := checkMetadata(s); err != nil {
-			o.invalid(err)
-			return
-		}
-		o.metadata = s
-	})
+	return checked(checkMetadata(s), func(o *options) { o.metadata = s })
 }
 
 func checkMetadata(s string) error {
@@ -63,9 +57,4 @@ func valueOf(token, metadata string) string {
 
 // Metadata returns the metadata the lock was acquired with (see
 // WithMetadata), "" when none, and on a nil Lock.
-func (l *Lock) Metadata() string {
-	if l == nil || l.h == nil {
-		return ""
-	}
-	return l.h.opts.metadata
-}
+func (l *Lock) Metadata() string { return l.held().opts.metadata }

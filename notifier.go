@@ -115,16 +115,20 @@ func (n *notifier) reconcile() {
 	n.io.Lock()
 	defer n.io.Unlock()
 	n.mu.Lock()
+	// have is what the connection is asked for once this reconcile is done
+	// (a failure to ask only costs latency).
 	var add, drop []string
 	for channel := range n.subs {
 		if !n.have[channel] {
 			add = append(add, channel)
+			n.have[channel] = true
 		}
 	}
 	for channel := range n.have {
 		if n.subs[channel] == nil {
 			drop = append(drop, channel)
 			delete(n.confirmed, channel)
+			delete(n.have, channel)
 		}
 	}
 	empty := len(n.subs) == 0
@@ -136,7 +140,6 @@ func (n *notifier) reconcile() {
 			_ = n.pubsub.Close()
 			<-n.reading
 			n.pubsub, n.reading = nil, nil
-			clear(n.have)
 		}
 		return
 	case n.pubsub == nil:
@@ -149,30 +152,17 @@ func (n *notifier) reconcile() {
 	if len(drop) > 0 {
 		_ = n.pubsub.Unsubscribe(ctx, drop...)
 	}
-	for _, channel := range add {
-		n.have[channel] = true
-	}
-	for _, channel := range drop {
-		delete(n.have, channel)
-	}
 }
 
 // wait waits, within ctx, for the reconcile and closing goroutines.
 func (n *notifier) wait(ctx context.Context) {
 	n.mu.Lock()
-	if n.pending == 0 {
-		n.mu.Unlock()
-		return
-	}
-	if n.idle == nil {
+	if n.pending > 0 && n.idle == nil {
 		n.idle = make(chan struct{})
 	}
-	idle := n.idle
+	idle := n.idle // nil when nothing is pending (see done)
 	n.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-	}
+	_ = closeWait(ctx, idle, "the notifier")
 }
 
 // read dispatches messages until ps is closed (a sharded one subscribes first).
@@ -195,35 +185,31 @@ func (n *notifier) read(ps *redis.PubSub, done chan struct{}, sharded []string) 
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			n.deliver(ps, m.Channel, m.Payload)
+			n.heard(ps, m.Channel, m.Payload, false)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				n.confirmChannel(ps, m.Channel)
+				n.heard(ps, m.Channel, "", true)
 			} // an unsubscribe confirmation is no release
 		}
 	}
 }
 
-func (n *notifier) deliver(ps *redis.PubSub, channel, payload string) {
+// heard hands payload, heard on channel on ps, to the rooms subscribed to
+// it; with confirm, it is the server's confirmation of the subscription.
+func (n *notifier) heard(ps *redis.PubSub, channel, payload string, confirm bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, sub := range n.subs[channel] {
-		// Sharded, each subscription hears on a connection of its own.
-		if !n.sharded || sub.pubsub == ps {
-			sub.room.wants(payload)
-		}
-	}
-}
-
-func (n *notifier) confirmChannel(ps *redis.PubSub, channel string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.sharded {
+	if confirm && !n.sharded {
 		n.confirmed[channel] = true
 	}
 	for _, sub := range n.subs[channel] {
-		if !n.sharded || sub.pubsub == ps {
+		switch {
+		case n.sharded && sub.pubsub != ps:
+			// Sharded, each subscription hears on a connection of its own.
+		case confirm:
 			sub.confirm(channel)
+		default:
+			sub.room.wants(payload)
 		}
 	}
 }
@@ -237,11 +223,7 @@ func (sub *subscription) confirm(channel string) {
 		}
 		all = all && sub.confirmed[i]
 	}
-	if all && !sub.gone {
-		select {
-		case <-sub.ready:
-		default:
-			close(sub.ready)
-		}
+	if all && !sub.gone && !received(sub.ready) {
+		close(sub.ready)
 	}
 }

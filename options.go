@@ -38,6 +38,27 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
+// checked returns an Option that applies apply, or, when bad is not nil,
+// applies nothing and has every call that uses it report bad: a bad value
+// is found when the Option is made, reported where it is used.
+func checked(bad error, apply func(*options)) Option {
+	return optionFunc(func(o *options) {
+		if bad != nil {
+			o.invalid(bad)
+			return
+		}
+		apply(o)
+	})
+}
+
+// invalidIf is invalidf's error when bad holds, else nil.
+func invalidIf(bad bool, format string, args ...any) error {
+	if !bad {
+		return nil
+	}
+	return invalidf(format, args...)
+}
+
 // options is every setting, with all defaults in defaultOptions.
 type options struct {
 	ttl            time.Duration
@@ -46,7 +67,7 @@ type options struct {
 	prefix         string
 	watchdog       bool
 	extendInterval time.Duration // 0: ttl/3
-	logger         *slog.Logger
+	logger         *slog.Logger  // nil: slog.Default() at use, so SetDefault after New still counts
 	observer       Observer
 	gauges         GaugeObserver // observer, when it is one (asserted once, by WithObserver)
 	failOpen       bool
@@ -66,7 +87,6 @@ func defaultOptions() options {
 		retry:    NoRetry(),
 		prefix:   DefaultKeyPrefix,
 		watchdog: true,
-		logger:   nil, // resolved to slog.Default() at use, so SetDefault after New still counts
 	}
 }
 
@@ -79,12 +99,7 @@ func (o *options) validate() error {
 	if o.extendInterval >= o.ttl {
 		return invalidf("extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl)
 	}
-	if v, ok := o.retry.(interface{ validate() error }); ok {
-		if err := v.validate(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return validStrategy(o.retry)
 }
 
 func (o *options) interval() time.Duration {
@@ -105,25 +120,14 @@ func (o *options) log() *slog.Logger {
 // crashed holder. Default DefaultTTL (30s); from MinTTL (10ms) to MaxTTL
 // (24h); it is rounded down to whole milliseconds, the unit Redis keeps.
 func WithTTL(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if bad := lockrules.TTLOutOfRange(d); bad != "" {
-			o.invalid(invalidf("TTL %v %s", d, bad))
-			return
-		}
-		o.ttl = d.Truncate(time.Millisecond)
-	})
+	bad := lockrules.TTLOutOfRange(d)
+	return checked(invalidIf(bad != "", "TTL %v %s", d, bad), func(o *options) { o.ttl = d.Truncate(time.Millisecond) })
 }
 
 // WithRetry sets what Acquire and RunWithLock do when the lock is held by
 // someone else. Default NoRetry(): one attempt, then ErrNotAcquired.
 func WithRetry(s RetryStrategy) Option {
-	return optionFunc(func(o *options) {
-		if s == nil {
-			o.invalid(invalidf("nil RetryStrategy (use NoRetry())"))
-			return
-		}
-		o.retry = s
-	})
+	return checked(invalidIf(s == nil, "nil RetryStrategy (use NoRetry())"), func(o *options) { o.retry = s })
 }
 
 // WithFencing takes a fencing token with the lock, in the same round trip:
@@ -149,13 +153,8 @@ func WithWatchdog(enabled bool) Option {
 // WithExtendInterval sets how often the watchdog extends the lock. Default
 // (and zero) TTL/3; otherwise at least 1ms and shorter than the TTL.
 func WithExtendInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d < 0 || (d > 0 && d < minExtendInterval) {
-			o.invalid(invalidf("extend interval %v is below the %v minimum (0 means TTL/3)", d, minExtendInterval))
-			return
-		}
-		o.extendInterval = d
-	})
+	bad := invalidIf(d < 0 || (d > 0 && d < minExtendInterval), "extend interval %v is below the %v minimum (0 means TTL/3)", d, minExtendInterval)
+	return checked(bad, func(o *options) { o.extendInterval = d })
 }
 
 // WithLogger sets where the lock logs: acquisition and release at Debug (the
@@ -163,13 +162,7 @@ func WithExtendInterval(d time.Duration) Option {
 // a lost lock at Error. Default slog.Default() at the time of logging; nil
 // is an error (to silence it, pass slog.New(slog.DiscardHandler)).
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(o *options) {
-		if l == nil {
-			o.invalid(invalidf("nil logger (use slog.New(slog.DiscardHandler) to silence)"))
-			return
-		}
-		o.logger = l
-	})
+	return checked(invalidIf(l == nil, "nil logger (use slog.New(slog.DiscardHandler) to silence)"), func(o *options) { o.logger = l })
 }
 
 // WithObserver sets the metrics hooks. Default none (nil costs nothing).
@@ -194,13 +187,7 @@ func WithFailOpen() Option {
 // cancelled (MaxHoldReached); the key expires (or is released), giving the
 // work its TTL to stop. Default (and zero) no limit.
 func WithMaxHold(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d < 0 {
-			o.invalid(invalidf("negative max hold %v", d))
-			return
-		}
-		o.maxHold = d
-	})
+	return checked(invalidIf(d < 0, "negative max hold %v", d), func(o *options) { o.maxHold = d })
 }
 
 // WithReplicaAck makes the acquisition and each extension wait (Redis' WAIT,
@@ -215,11 +202,6 @@ func WithMaxHold(d time.Duration) Option {
 // promoted. It needs replicas >= 1, timeout > 0 and one primary (not a
 // ClusterClient: WAIT must travel on the connection that wrote).
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if replicas < 1 || timeout <= 0 {
-			o.invalid(invalidf("WithReplicaAck(%d, %v) needs replicas >= 1 and timeout > 0", replicas, timeout))
-			return
-		}
-		o.replicas, o.replicaTimeout = replicas, timeout
-	})
+	bad := invalidIf(replicas < 1 || timeout <= 0, "WithReplicaAck(%d, %v) needs replicas >= 1 and timeout > 0", replicas, timeout)
+	return checked(bad, func(o *options) { o.replicas, o.replicaTimeout = replicas, timeout })
 }

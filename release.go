@@ -20,11 +20,8 @@ import (
 // nil *Lock, and on every call after the first (only one sends, also when
 // calls race); or the Redis error.
 func (l *Lock) Release(ctx context.Context) error {
-	if l == nil || l.h == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		return invalidf("nil context")
+	if err := l.check(ctx); err != nil {
+		return err
 	}
 	defer runtime.SetFinalizer(l, nil) // in use, not dropped; released, no finalizer to run (see dropped)
 	_, err := l.h.release(ctx, true)
@@ -53,16 +50,12 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 	// or the maximum hold the key may be ours yet; deleting it lets the
 	// next holder in now.
 	room, endedNow := l.end(ErrReleased)
-	var (
-		reply int64
-		err   error
-	)
-	sent := false
-	if ctx.Err() == nil || !detach {
+	reply, err := int64(0), ctx.Err()
+	if err == nil || !detach {
 		reply, err = l.sendRelease(ctx, room)
-		room, sent = nil, true // handed on
+		room = nil // handed on
 	}
-	if detach && (!sent || (err != nil && ctx.Err() != nil)) {
+	if detach && err != nil && ctx.Err() != nil {
 		// ctx ended before or during the attempt: one detached attempt.
 		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		reply, err = l.sendRelease(detached, room)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,14 +79,11 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 		watches.open[rdb] = w
 		go w.run()
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.refused {
-		w.members[s] = struct{}{}
-	}
+	w.join(s) // (a watch in the registry is not done: closeLocked takes it out)
 	return w
 }
 
+// join makes s a member of w (not of a refused one); false when w is done.
 func (w *restartWatch) join(s *scheduler) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -149,10 +148,7 @@ func (w *restartWatch) run() {
 
 func (w *restartWatch) serverBack() {
 	w.mu.Lock()
-	members := make([]*scheduler, 0, len(w.members))
-	for s := range w.members {
-		members = append(members, s)
-	}
+	members := slices.Collect(maps.Keys(w.members))
 	w.mu.Unlock()
 	for _, s := range members {
 		s.lookAtAll()

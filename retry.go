@@ -46,11 +46,8 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 		return 0, false
 	}
 	ceiling := s.max
-	if attempt < 1 {
-		attempt = 1
-	}
 	if attempt < 63 {
-		if grown := s.min << (attempt - 1); grown > 0 && grown < ceiling {
+		if grown := s.min << (max(attempt, 1) - 1); grown > 0 && grown < ceiling {
 			ceiling = grown
 		}
 	}
@@ -91,7 +88,13 @@ func (s limitRetry) validate() error {
 	if s.attempts < 0 {
 		return invalidf("LimitRetry attempts %d must not be negative", s.attempts)
 	}
-	if v, ok := s.s.(interface{ validate() error }); ok {
+	return validStrategy(s.s)
+}
+
+// validStrategy checks a strategy of this package (LimitRetry's inner one
+// too); a caller's own strategy is its own to check.
+func validStrategy(s RetryStrategy) error {
+	if v, ok := s.(interface{ validate() error }); ok {
 		return v.validate()
 	}
 	return nil

@@ -22,26 +22,6 @@ func (h *timeHeap[T]) set(x T) {
 	heap.Push(h, x)
 }
 
-func (h *timeHeap[T]) remove(x T) {
-	if i := *h.slot(x); i >= 0 {
-		heap.Remove(h, i)
-	}
-}
-
-func (h *timeHeap[T]) first() (x T, ok bool) {
-	if len(h.items) == 0 {
-		return x, false
-	}
-	return h.items[0], true
-}
-
-func (h *timeHeap[T]) popDue(due time.Time) (x T, ok bool) {
-	if len(h.items) == 0 || h.when(h.items[0]).After(due) {
-		return x, false
-	}
-	return heap.Pop(h).(T), true
-}
-
 // The heap.Interface methods; use the methods above.
 
 func (h *timeHeap[T]) Len() int           { return len(h.items) }
@@ -104,9 +84,16 @@ func (q *timedQueue[T]) setLocked(x T) {
 }
 
 func (q *timedQueue[T]) removeLocked(x T) {
-	q.items.remove(x)
+	if i := *q.items.slot(x); i >= 0 {
+		heap.Remove(&q.items, i)
+	}
+	q.idleLocked()
+}
+
+// idleLocked stops the timer once the queue is empty and no round runs,
+// and runs idle: a set timer would keep the Client alive until it fires.
+func (q *timedQueue[T]) idleLocked() {
 	if q.items.Len() == 0 && !q.busy {
-		// A set timer would keep the Client alive until it fires.
 		q.timer.stop()
 		if q.idle != nil {
 			q.idle()
@@ -120,8 +107,8 @@ func (q *timedQueue[T]) armLocked() {
 		return
 	}
 	at := q.also
-	if first, ok := q.items.first(); ok && (at.IsZero() || q.items.when(first).Before(at)) {
-		at = q.items.when(first)
+	if q.items.Len() > 0 && (at.IsZero() || q.items.when(q.items.items[0]).Before(at)) {
+		at = q.items.when(q.items.items[0])
 	}
 	if !at.IsZero() {
 		q.timer.arm(at)
@@ -150,33 +137,25 @@ func (q *timedQueue[T]) fire() {
 	}
 	q.busy = false
 	q.ended.Broadcast()
-	if q.items.Len() == 0 {
-		q.timer.stop()
-		if q.idle != nil {
-			q.idle()
-		}
-	}
+	q.idleLocked()
 	q.armLocked()
 	q.mu.Unlock()
 }
 
+// takeDueLocked takes out the items due by now (or within their slack).
 func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	var due []T
-	for {
-		first, ok := q.items.first()
-		if !ok {
-			return due
-		}
-		at := now
+	for q.items.Len() > 0 {
+		at, first := now, q.items.items[0]
 		if q.slack != nil {
 			at = now.Add(q.slack(first))
 		}
-		x, ok := q.items.popDue(at)
-		if !ok {
-			return due
+		if q.items.when(first).After(at) {
+			break
 		}
-		due = append(due, x)
+		due = append(due, heap.Pop(&q.items).(T))
 	}
+	return due
 }
 
 func (q *timedQueue[T]) close() {

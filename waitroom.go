@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +38,9 @@ type waitRoom struct {
 	turnHeld bool
 	line     []*queuedWaiter
 	sub      *subscription // nil until someone in the room first waited
-	// linger closes the room once idle (see leave), ringing lingerRing.
-	linger     alarm
-	lingerRing idleRoomRing
+	// linger closes the room once idle (see leave), in rooms.
+	linger alarm
+	rooms  *waitRooms
 	// seenHeld: the turn holder found the lock held, or holds it: callers
 	// in line who give up report ErrNotAcquired.
 	seenHeld atomic.Bool
@@ -173,9 +174,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 	w.mu.Lock()
 	room := w.rooms[key]
 	if room == nil {
-		room = &waitRoom{key: key}
-		room.lingerRing = idleRoomRing{w, room}
-		room.linger = alarm{rings: &room.lingerRing, index: -1}
+		room = &waitRoom{key: key, rooms: w}
+		room.linger = alarm{rings: (*idleRoomRing)(room), index: -1}
 		w.rooms[key] = room
 	}
 	room.users++
@@ -206,11 +206,6 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
 	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
@@ -218,6 +213,7 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 		}
 		if timer == nil {
 			timer = time.NewTimer(p.end.Sub(now))
+			defer timer.Stop() // (once: timer is made once)
 		} else {
 			timer.Reset(p.end.Sub(now))
 		}
@@ -238,14 +234,13 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, queued := range room.line {
-		if queued == me {
-			room.line = append(room.line[:i], room.line[i+1:]...)
-			room.users--
-			return room.seenHeld.Load(), true
-		}
+	i := slices.Index(room.line, me)
+	if i < 0 {
+		return false, false
 	}
-	return false, false
+	room.line = slices.Delete(room.line, i, i+1)
+	room.users--
+	return room.seenHeld.Load(), true
 }
 
 // takeNext hands room's turn to the next in line if it accepts an early
@@ -311,11 +306,14 @@ func (w *waitRooms) hearing(room *waitRoom) bool {
 	w.mu.Lock()
 	sub := room.sub
 	w.mu.Unlock()
-	if sub == nil {
-		return false
-	}
+	return sub != nil && received(sub.ready)
+}
+
+// received tells, without waiting, whether ch is closed or has a value
+// (which it takes).
+func received(ch <-chan struct{}) bool {
 	select {
-	case <-sub.ready:
+	case <-ch:
 		return true
 	default:
 		return false

@@ -3,6 +3,7 @@ package redislock
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -225,16 +226,16 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 			s.schedule(l, sent.Add(intervals[i]), intervals[i])
 			continue
 		}
-		if l.notHeld() == nil && !l.pastSafeDeadline() {
+		l.mu.Lock()
+		left := time.Until(l.safeDeadline)
+		l.mu.Unlock()
+		if l.notHeld() == nil && left > 0 {
 			// (Past it, as after a pause, the alarm reports the loss: no retry to announce.)
 			l.opts.log().Warn("redislock: extension failed, retrying until the safe deadline",
 				"name", l.name, "holder", holderID(l.token()), "error", err, "safe_deadline_in", time.Until(deadline))
 		}
 		// Three more tries in what is left of the lease, a third of the
 		// interval apart at most: a hand-over's lease may be short.
-		l.mu.Lock()
-		left := time.Until(l.safeDeadline)
-		l.mu.Unlock()
 		retry := max(min(intervals[i]/3, left/3), time.Millisecond)
 		s.schedule(l, time.Now().Add(retry), retry)
 	}
@@ -244,15 +245,8 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 // that the server restarted, failed over or lost data: a key found gone (the
 // other locks likely are too), or Redis answering after a failed batch.
 func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
-	failed, gone := false, false
-	for _, r := range reqs {
-		switch {
-		case r.err != nil:
-			failed = true
-		case r.reply == replyGone:
-			gone = true
-		}
-	}
+	failed := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err != nil })
+	gone := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err == nil && r.reply == replyGone })
 	if node != "" && reqs[0].multi != nil {
 		// A multi lock's own group (on a Cluster: it may span nodes) says
 		// nothing of one node: nothing kept, so nothing left per lock.

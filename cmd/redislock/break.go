@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -56,22 +55,16 @@ func cmdBreak(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		holder  string
 		timeout time.Duration
 	)
-	flags := flag.NewFlagSet("redislock break", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	conn.register(flags)
+	flags := newFlags("break", &conn)
 	flags.BoolVar(&yes, "yes", false, "break without asking for confirmation")
 	flags.StringVar(&holder, "holder", "", "break only the hold with this `ID` (see status)")
 	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION` (each of the two round trips)")
-	names, rest, _, err := parseArgs(flags, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, breakUsage+flagDefaults(flags))
-			return 0
-		}
-		return usageError(stderr, "break: %s", doubleDash(err))
+	names, exit, ok := parseCommand(flags, "break", breakUsage, args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	// After "--", a NAME that starts with a dash.
-	if names = append(names, rest...); len(names) != 1 {
+	// (names holds a NAME given after "--", which may start with a dash.)
+	if len(names) != 1 {
 		return usageError(stderr, "break: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {

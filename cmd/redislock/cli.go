@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -31,6 +32,32 @@ func line(err error) string {
 // message that says "redislock:" itself: a prefix is said once.
 func cause(err error) string {
 	return strings.TrimPrefix(line(err), "redislock: ")
+}
+
+// newFlags returns the flag set of "redislock command", with the Redis
+// connection's flags (into conn). Errors and help are printed by
+// parseCommand (help on stdout), not by package flag.
+func newFlags(command string, conn *redisFlags) *flag.FlagSet {
+	flags := flag.NewFlagSet("redislock "+command, flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	conn.register(flags)
+	return flags
+}
+
+// parseCommand parses the args of command (see parseArgs) and returns its
+// arguments, those after a "--" too (there a NAME may start with a dash).
+// When ok is false the command stops with code: 0 after printing usage
+// and the flags for -h, else a usage error's.
+func parseCommand(flags *flag.FlagSet, command, usage string, args []string, stdout, stderr io.Writer) (names []string, code int, ok bool) {
+	names, rest, _, err := parseArgs(flags, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage+flagDefaults(flags))
+		return nil, 0, false
+	case err != nil:
+		return nil, usageError(stderr, "%s: %s", command, doubleDash(err)), false
+	}
+	return append(names, rest...), 0, true
 }
 
 // parseArgs parses args as kubectl, etcdctl and git do: flags anywhere

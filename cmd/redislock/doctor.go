@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -77,21 +76,15 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		ttl     time.Duration
 		timeout time.Duration
 	)
-	flags := flag.NewFlagSet("redislock doctor", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	conn.register(flags)
+	flags := newFlags("doctor", &conn)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON array instead of text")
 	durationVar(flags, &ttl, "ttl", redislock.DefaultTTL, "the lock `DURATION` the latency is compared with")
 	durationVar(flags, &timeout, "timeout", 10*time.Second, "give up on Redis after this `DURATION` (the whole report)")
-	names, rest, _, err := parseArgs(flags, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, doctorUsage+flagDefaults(flags))
-			return 0
-		}
-		return usageError(stderr, "doctor: %s", doubleDash(err))
+	names, exit, ok := parseCommand(flags, "doctor", doctorUsage, args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	if n := len(names) + len(rest); n != 0 {
+	if n := len(names); n != 0 {
 		return usageError(stderr, "doctor: takes no arguments, got %d", n)
 	}
 	if ttl <= 0 || timeout <= 0 {

@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -50,21 +48,15 @@ func cmdLs(args []string, stdout, stderr io.Writer) int {
 		watch   bool
 		timeout time.Duration
 	)
-	flags := flag.NewFlagSet("redislock ls", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	conn.register(flags)
+	flags := newFlags("ls", &conn)
 	flags.BoolVar(&asJSON, "json", false, "print a JSON array of the locks instead of text")
 	flags.BoolVar(&watch, "watch", false, "draw the list again every second until interrupted")
 	durationVar(flags, &timeout, "timeout", 10*time.Second, "give up on Redis after this `DURATION`, for each listing")
-	names, rest, _, err := parseArgs(flags, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, lsUsage+flagDefaults(flags))
-			return 0
-		}
-		return usageError(stderr, "ls: %s", doubleDash(err))
+	names, exit, ok := parseCommand(flags, "ls", lsUsage, args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	if names = append(names, rest...); len(names) > 1 {
+	if len(names) > 1 {
 		return usageError(stderr, "ls: want at most one PREFIX, got %d", len(names))
 	}
 	if timeout <= 0 {

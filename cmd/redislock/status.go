@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -116,21 +115,15 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		asJSON  bool
 		timeout time.Duration
 	)
-	flags := flag.NewFlagSet("redislock status", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	conn.register(flags)
+	flags := newFlags("status", &conn)
 	flags.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	durationVar(flags, &timeout, "timeout", 5*time.Second, "give up on Redis after this `DURATION`")
-	names, rest, _, err := parseArgs(flags, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, statusUsage+flagDefaults(flags))
-			return 0
-		}
-		return usageError(stderr, "status: %s", doubleDash(err))
+	names, exit, ok := parseCommand(flags, "status", statusUsage, args, stdout, stderr)
+	if !ok {
+		return exit
 	}
-	// After "--", a NAME that starts with a dash.
-	if names = append(names, rest...); len(names) != 1 {
+	// (names holds a NAME given after "--", which may start with a dash.)
+	if len(names) != 1 {
 		return usageError(stderr, "status: want exactly one NAME, got %d", len(names))
 	}
 	if timeout <= 0 {
