@@ -177,16 +177,25 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 	return append(a, &r.token, r.ttlArg, fenced, wait)
 }
 
-// outOfQueue are r's acquire and release without the queue's keys, for a
-// slot in migration, which refuses scripts whose keys are not all there:
-// an exclusive lock then takes and releases without a place in the queue
-// (and without handing on). Other kinds cannot: nil. Rare: built here, not
-// kept in every lock.
-func (r *lockRef) outOfQueue() (acquire, release []any) {
+// acquireOutOfQueue and releaseOutOfQueue are r's acquire and release
+// without the queue's keys, for a slot in migration, which refuses scripts
+// whose keys are not all there: an exclusive lock then takes and releases
+// without a place in the queue (and without handing on). Other kinds
+// cannot: nil. Built only when asked (the acquire rewrites acquireArgs,
+// which the attempt before it may still be sending); the release is rare:
+// built here, not kept in every lock.
+func (r *lockRef) acquireOutOfQueue() []any {
 	if r.kind != exclusiveLock {
-		return nil, nil
+		return nil
 	}
-	return r.acquireCommand(false), []any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, r.releaseArgs[8]}
+	return r.acquireCommand(false)
+}
+
+func (r *lockRef) releaseOutOfQueue() []any {
+	if r.kind != exclusiveLock {
+		return nil
+	}
+	return []any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, r.releaseArgs[8]}
 }
 
 // extendCommand is the extend script of r's kind and its keys.

@@ -112,9 +112,11 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		// Not set: the script says why.
 	}
 	reply := s.run(ctx, ref.acquireCommand(true), ref.waiting)
-	if plain, _ := ref.outOfQueue(); ref.waiting && plain != nil && isTryAgain(reply.Err()) {
-		// A slot in migration: wait without a place in the queue meanwhile.
-		reply = s.run(ctx, plain, true)
+	if ref.waiting && isTryAgain(reply.Err()) {
+		if plain := ref.acquireOutOfQueue(); plain != nil {
+			// A slot in migration: wait without a place in the queue meanwhile.
+			reply = s.run(ctx, plain, true)
+		}
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
@@ -196,7 +198,7 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
 	reply, err := s.run(ctx, ref.releaseArgs[:], false).Int64()
-	if _, plain := ref.outOfQueue(); plain != nil && isTryAgain(err) {
+	if plain := ref.releaseOutOfQueue(); plain != nil && isTryAgain(err) {
 		reply, err = s.run(ctx, plain, false).Int64() // a slot in migration
 	}
 	if err == nil {
