@@ -40,9 +40,7 @@
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
-    if tag then
-      channel = channel .. ':' .. tag
-    end
+    channel = channel .. (tag and ':' .. tag or '')
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end

@@ -81,13 +81,9 @@ if ours then
     redis.call('ZREM', KEYS[4], token)
   end
   -- The set (and its limit) vanish with the last lease.
-  local keep = ttl
-  if held > 0 then
-    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-    if last[2] then
-      keep = math.max(tonumber(last[2]) - now, ttl)
-    end
-  end
+  -- (held > 0: the set has a member, after the prune above)
+  local last = held > 0 and redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local keep = last and math.max(tonumber(last[2]) - now, ttl) or ttl
   redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
   redis.call('PEXPIRE', KEYS[1], keep)
@@ -107,7 +103,4 @@ if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
   return -2
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-  return -2 - (tonumber(first[2]) - now)
-end
-return -2
+return -2 - (first[2] and tonumber(first[2]) - now or 0)
