@@ -209,28 +209,24 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	mu.Lock()
 	stopped = true
 	mu.Unlock()
-	return answers, q.labelAnswers(ctx, timeout, asked, got, answers)
-}
-
-// labelAnswers names the node in every error, gives the nodes that did not
-// answer an error, and returns how many those are.
-func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, asked, got []bool, answers []answer) (abandoned int) {
-	for i := range q.nodes {
+	// Every error names its node; a node that did not answer gets one.
+	abandoned := 0
+	for i, n := range q.nodes {
 		switch {
 		case !asked[i]:
 		case got[i]:
 			if answers[i].err != nil {
-				answers[i].err = fmt.Errorf("%s: %w", q.nodes[i].label, answers[i].err)
+				answers[i].err = fmt.Errorf("%s: %w", n.label, answers[i].err)
 			}
 		case ctx.Err() != nil:
 			abandoned++
-			answers[i].err = fmt.Errorf("%s: no answer before the context ended: %w", q.nodes[i].label, ctx.Err())
+			answers[i].err = fmt.Errorf("%s: no answer before the context ended: %w", n.label, ctx.Err())
 		default:
 			abandoned++
-			answers[i].err = fmt.Errorf("%s: no answer within the per-node timeout of %v", q.nodes[i].label, timeout)
+			answers[i].err = fmt.Errorf("%s: no answer within the per-node timeout of %v", n.label, timeout)
 		}
 	}
-	return abandoned
+	return answers, abandoned
 }
 
 func (q *quorumStore) queues() bool { return false }
