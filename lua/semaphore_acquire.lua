@@ -46,10 +46,9 @@ if type(lone) == 'string' and loneSlot(lone) then
   redis.call('SET', KEYS[2], loneSlot(lone), 'PX', left)
   held = 1
 elseif type(held) == 'table' then
-  if string.find(held.err, 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
-  end
-  return held
+  -- lone is set (a string, or GET's error) exactly when ZCARD said
+  -- WRONGTYPE; any other error stands as Redis gave it.
+  return lone and redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)') or held
 end
 if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

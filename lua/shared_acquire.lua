@@ -141,11 +141,9 @@ if ours then
     return setError(added)
   end
   -- The key lasts as long as the latest lease: ours, in a new epoch.
-  local keep = ttl
-  if marked or lone then
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    keep = math.max(tonumber(last[2]) - now, 1)
-  end
+  -- (the set has a member: ours, just added)
+  local last = (marked or lone) and redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  local keep = last and math.max(tonumber(last[2]) - now, 1) or ttl
   redis.call('SET', KEYS[1], epoch, 'PX', keep)
   redis.call('PEXPIRE', KEYS[2], keep)
   -- Each admitted waiter hears it on its Client's channel (as handover.lua
