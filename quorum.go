@@ -109,8 +109,7 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, ", which left the lease no validity (%v)", e.Validity.Round(time.Millisecond))
 	}
 	for _, err := range e.Errors {
-		b.WriteString("; ")
-		b.WriteString(oneLine(err.Error()))
+		fmt.Fprintf(&b, "; %s", oneLine(err.Error()))
 	}
 	return b.String()
 }
