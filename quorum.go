@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,8 +109,7 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, ", which left the lease no validity (%v)", e.Validity.Round(time.Millisecond))
 	}
 	for _, err := range e.Errors {
-		b.WriteString("; ")
-		b.WriteString(oneLine(err.Error()))
+		fmt.Fprintf(&b, "; %s", oneLine(err.Error()))
 	}
 	return b.String()
 }
@@ -152,122 +150,82 @@ type attempt struct {
 	landed   []int // nodes a straggler took before the outcome was known
 }
 
+// answer is one node's answer to a command of a quorum.
 type answer struct {
-	acquired  bool          // acquire
+	reply     int64         // replyDone (acquire: took the key), replyGone or replyForeign (acquire: refused)
 	holderTTL time.Duration // acquire, when refused
-	reply     int64         // extend, release, pttl: replyDone, replyGone or replyForeign
 	ttl       int64         // pttl, when replyDone: the TTL in ms (-1: no expiry)
 	err       error
 }
 
-// ask sends call to every node at once (to those in only, when not nil),
-// and waits for each answer until timeout, or ctx's end; a node that has not
-// answered by then gets an error, and its call goes on, handing its answer
-// to late (if not nil). It returns the answers and how many it gave up on.
+// ask sends call to every node at once (to those in only, when not nil:
+// then not empty, or ask waits out the timeout), and waits for each answer
+// until timeout, or ctx's end; a node that has not answered by then gets an
+// error, and its call goes on, handing its answer to late (if not nil). It
+// returns the answers and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
-	asked, expected := q.asked(only)
 	answers := make([]answer, len(q.nodes))
-	if expected == 0 {
-		return answers, 0
-	}
-	type delivery struct {
-		node int
-		answer
-	}
-	delivered := make(chan delivery, expected) // never blocks a sender
-	var mu sync.Mutex
-	stopped := false // set when ask stops waiting; guarded by mu
-
-	deadline := time.Now().Add(timeout)
-	// The per-node deadline, cancelled when the last call returns, not when
-	// ask stops waiting, so that a late call can still finish.
-	callCtx, cancel := context.WithDeadline(ctx, deadline)
-	var running atomic.Int32
-	running.Store(int32(expected))
-	callReturned := func() {
-		if running.Add(-1) == 0 {
-			cancel()
-		}
-	}
-	for i, n := range q.nodes {
-		if !asked[i] {
-			continue
-		}
-		go func() {
-			a := call(callCtx, n)
-			callReturned()
-			mu.Lock()
-			if !stopped {
-				delivered <- delivery{i, a}
-				mu.Unlock()
-				return
-			}
-			mu.Unlock()
-			if late != nil {
-				late(i, a)
-			}
-		}()
-	}
-
-	got := make([]bool, len(q.nodes))
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-wait:
-	for received := 0; received < expected; received++ {
-		select {
-		case d := <-delivered:
-			answers[d.node], got[d.node] = d.answer, true
-		case <-timer.C:
-			break wait
-		case <-ctx.Done():
-			break wait
-		}
-	}
-	mu.Lock()
-	stopped = true
-	for drained := false; !drained; {
-		select {
-		case d := <-delivered:
-			answers[d.node], got[d.node] = d.answer, true
-		default:
-			drained = true
-		}
-	}
-	mu.Unlock()
-
-	return answers, q.labelAnswers(ctx, timeout, asked, got, answers)
-}
-
-func (q *quorumStore) asked(only []int) (asked []bool, n int) {
-	asked = make([]bool, len(q.nodes))
+	asked, got := make([]bool, len(q.nodes)), make([]bool, len(q.nodes))
+	expected := 0
 	for i := range asked {
 		asked[i] = only == nil || slices.Contains(only, i)
 		if asked[i] {
-			n++
+			expected++
 		}
 	}
-	return asked, n
-}
-
-// labelAnswers names the node in every error, gives the nodes that did not
-// answer an error, and returns how many those are.
-func (q *quorumStore) labelAnswers(ctx context.Context, timeout time.Duration, asked, got []bool, answers []answer) (abandoned int) {
-	for i := range q.nodes {
+	// The per-node deadline, cancelled when the last call returns, not when
+	// ask stops waiting, so that a late call can still finish.
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	var mu sync.Mutex
+	// Guarded by mu: the calls returned, and whether ask stopped waiting.
+	returned, stopped := 0, false
+	// deliver takes a's answer from node, or reports it late (ask stopped
+	// waiting).
+	deliver := func(node int, a answer) (isLate bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			answers[node], got[node] = a, true
+		}
+		returned++
+		if returned == expected {
+			cancel()
+		}
+		return stopped
+	}
+	for i, n := range q.nodes {
+		if asked[i] {
+			go func() {
+				if a := call(callCtx, n); deliver(i, a) && late != nil {
+					late(i, a)
+				}
+			}()
+		}
+	}
+	// Done when every call returned (each answer delivered first), the
+	// per-node timeout passed, or ctx ended.
+	<-callCtx.Done()
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	// Every error names its node; a node that did not answer gets one.
+	abandoned := 0
+	for i, n := range q.nodes {
 		switch {
 		case !asked[i]:
 		case got[i]:
 			if answers[i].err != nil {
-				answers[i].err = fmt.Errorf("%s: %w", q.nodes[i].label, answers[i].err)
+				answers[i].err = fmt.Errorf("%s: %w", n.label, answers[i].err)
 			}
 		case ctx.Err() != nil:
 			abandoned++
-			answers[i].err = fmt.Errorf("%s: no answer before the context ended: %w", q.nodes[i].label, ctx.Err())
+			answers[i].err = fmt.Errorf("%s: no answer before the context ended: %w", n.label, ctx.Err())
 		default:
 			abandoned++
-			answers[i].err = fmt.Errorf("%s: no answer within the per-node timeout of %v", q.nodes[i].label, timeout)
+			answers[i].err = fmt.Errorf("%s: no answer within the per-node timeout of %v", n.label, timeout)
 		}
 	}
-	return abandoned
+	return answers, abandoned
 }
 
 func (q *quorumStore) queues() bool { return false }
@@ -316,44 +274,26 @@ func (q *quorumStore) check(o *options) error {
 // the time until a majority can be free as the holder's TTL.
 func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	key, token := ref.key, ref.token
-	start := time.Now()
 	att := &attempt{token: token}
 	timeout := nodeTimeout(o.ttl)
-	answers, abandoned := q.ask(ctx, timeout, nil, func(ctx context.Context, n quorumNode) answer {
+	t, abandoned := q.vote(ctx, "acquire", timeout, func(ctx context.Context, n quorumNode) answer {
 		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token)
-		return answer{acquired: acquired, holderTTL: holderTTL, err: err}
-	}, func(node int, a answer) { q.landed(att, node, key, a) })
-	elapsed := time.Since(start)
-	validity := o.ttl - elapsed - drift(o.ttl)
-
-	var took []int
-	var refusedTTLs []time.Duration
-	var errs []error
-	for i, a := range answers {
-		switch {
-		case a.err != nil:
-			errs = append(errs, a.err)
-		case a.acquired:
-			took = append(took, i)
-		default:
-			refusedTTLs = append(refusedTTLs, a.holderTTL)
+		a := answer{reply: replyForeign, holderTTL: holderTTL, err: err}
+		if acquired {
+			a.reply = replyDone
 		}
-	}
-	agreed, refused, failed := len(took), len(refusedTTLs), len(errs)
-	won := agreed >= q.needed && validity > 0
-	took = append(took, q.decide(att, won, abandoned)...)
+		return a
+	}, func(node int, a answer) { q.landed(att, node, key, a) })
+	validity := o.ttl - t.elapsed - drift(o.ttl)
+	won := len(t.done) >= q.needed && validity > 0
+	took := append(slices.Clip(t.done), q.decide(att, won, abandoned)...)
 	if won {
 		return true, 0, 0, nil
 	}
 	q.giveBack(ctx, timeout, key, token, took)
-
-	qerr := &QuorumError{
-		Op: "acquire", Nodes: len(q.nodes), Needed: q.needed,
-		Agreed: agreed, Refused: refused, Failed: failed,
-		Elapsed: elapsed, Validity: validity, Errors: errs,
-	}
-	if refused > 0 && agreed < q.needed {
-		return false, 0, q.freeIn(refusedTTLs, agreed, failed), qerr
+	qerr := q.failure(t, len(t.done), t.foreign, validity)
+	if t.foreign > 0 && len(t.done) < q.needed {
+		return false, 0, q.freeIn(t), qerr
 	}
 	return false, 0, 0, qerr
 }
@@ -361,24 +301,24 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 // freeIn returns the time until a majority can be free: counting the nodes
 // we took and the failed ones as free, the k-th shortest TTL among the
 // refusing nodes (-1ms when that one has no expiry).
-func (q *quorumStore) freeIn(refusedTTLs []time.Duration, agreed, failed int) time.Duration {
-	forever := time.Duration(1<<63 - 1)
-	ttls := make([]time.Duration, len(refusedTTLs))
-	for i, ttl := range refusedTTLs {
-		if ttl < 0 {
-			ttl = forever
+func (q *quorumStore) freeIn(t tally) time.Duration {
+	var ttls []time.Duration
+	for _, a := range t.answers {
+		if a.err == nil && a.reply != replyDone {
+			ttls = append(ttls, a.holderTTL)
 		}
-		ttls[i] = ttl
 	}
-	slices.Sort(ttls)
-	k := min(max(q.needed-agreed-failed, 1), len(ttls))
-	switch ttls[k-1] {
-	case forever:
+	k := min(max(q.needed-len(t.done)-len(t.errs), 1), len(ttls))
+	// The k-th shortest is the (len-k+1)-th longest, a TTL without expiry
+	// the longest of all (majorityLease's order).
+	switch ttl := majorityLease(ttls, len(ttls)-k+1); {
+	case ttl < 0:
 		return -time.Millisecond
-	case 0:
+	case ttl == 0:
 		return time.Millisecond // expiring now; 0 would read as "unknown"
+	default:
+		return ttl
 	}
-	return ttls[k-1]
 }
 
 // decide records an attempt's outcome for its stragglers, and returns the
@@ -406,7 +346,7 @@ func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++
 	giveBack := false
-	if a.err == nil && a.acquired {
+	if a.err == nil && a.reply == replyDone {
 		if att.decided {
 			giveBack = !att.holding
 		} else {
@@ -430,7 +370,7 @@ func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 // attempt counted; landed handles those.
 func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, token string, nodes []int) {
 	if len(nodes) == 0 {
-		return
+		return // (nil only would ask every node)
 	}
 	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, n quorumNode) answer {
 		_, err := n.releaseKey(ctx, key, token)
@@ -442,19 +382,17 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 // holds another token) when too few hold ours for a majority ever to
 // confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
-	start := time.Now()
-	answers, _ := q.ask(ctx, nodeTimeout(r.ttl), nil, func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, n quorumNode) answer {
 		reply, err := n.extend(ctx, r)
 		return answer{reply: reply, err: err}
 	}, nil)
-	t := q.tally(answers)
-	switch {
-	case t.done >= q.needed:
+	if len(t.done) >= q.needed {
 		return replyDone, nil
-	case t.notOurs() > len(q.nodes)-q.needed:
-		return t.lostReply(q.needed), nil
 	}
-	return 0, t.err("extend", start, t.done, t.notOurs())
+	if reply, lost := q.lost(t); lost {
+		return reply, nil
+	}
+	return 0, q.failure(t, len(t.done), t.gone+t.foreign, 0)
 }
 
 // release deletes the key where it holds our token, and tells the attempt's
@@ -469,106 +407,101 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	}
 	q.mu.Unlock()
 
-	start := time.Now()
-	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, n quorumNode) answer {
 		reply, err := n.releaseKey(ctx, key, token)
 		return answer{reply: reply, err: err}
 	}, nil)
-	t := q.tally(answers)
-	switch {
-	case t.notOurs() > len(q.nodes)-q.needed:
-		return t.lostReply(q.needed), nil
-	case t.done+t.notOurs() >= q.needed:
+	if reply, lost := q.lost(t); lost {
+		return reply, nil
+	}
+	answered := len(t.done) + t.gone + t.foreign
+	if answered >= q.needed {
 		return replyDone, nil
 	}
-	return 0, t.err("release", start, t.done+t.notOurs(), 0)
+	return 0, q.failure(t, answered, 0, 0)
 }
 
 // pttl returns the TTL a majority still guarantees (the Needed-th longest of
 // ours); -2 or -3 (a majority holds another token) when too few hold ours;
 // a *QuorumError when failures leave it undecided.
 func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
-	start := time.Now()
-	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "ttl", q.defaultTimeout, func(ctx context.Context, n quorumNode) answer {
 		ttl, err := n.pttl(ctx, ref)
-		// In the replies of extend and release, for tally.
-		switch {
-		case err != nil:
-			return answer{err: err}
-		case ttl == -2:
-			return answer{reply: replyGone}
-		case ttl == -3:
-			return answer{reply: replyForeign}
+		a := answer{reply: replyDone, ttl: ttl, err: err}
+		if ttl == -2 || ttl == -3 {
+			// In the replies of extend and release, for the tally:
+			// replyGone and replyForeign.
+			a.reply = ttl + 2
 		}
-		return answer{reply: replyDone, ttl: ttl}
+		return a
 	}, nil)
-	const forever = int64(1<<63 - 1)
-	var ours []int64
-	for _, a := range answers {
-		if a.err == nil && a.reply == replyDone {
-			ttl := a.ttl
-			if ttl < 0 {
-				ttl = forever // -1, no expiry: someone ran PERSIST
-			}
-			ours = append(ours, ttl)
+	if len(t.done) >= q.needed {
+		// majorityLease's order holds for ms too: -1 (no expiry, someone
+		// ran PERSIST) is the longest.
+		ttls := make([]time.Duration, len(t.done))
+		for i, node := range t.done {
+			ttls[i] = time.Duration(t.answers[node].ttl)
 		}
+		return int64(majorityLease(ttls, q.needed)), nil
 	}
-	t := q.tally(answers)
-	switch {
-	case len(ours) >= q.needed:
-		slices.Sort(ours)
-		slices.Reverse(ours)
-		if ttl := ours[q.needed-1]; ttl != forever {
-			return ttl, nil
-		}
-		return -1, nil
-	case t.notOurs() > len(q.nodes)-q.needed:
-		if t.foreign >= q.needed {
-			return -3, nil
-		}
-		return -2, nil
+	if reply, lost := q.lost(t); lost {
+		return reply - 2, nil // pttl.lua's -2 (gone) and -3 (another's)
 	}
-	return 0, t.err("ttl", start, len(ours), t.notOurs())
+	return 0, q.failure(t, len(t.done), t.gone+t.foreign, 0)
 }
 
+// A tally is a command's answers from every node (ask's), counted by
+// verdict, for the command's outcome or its *QuorumError.
 type tally struct {
-	done, gone, foreign int
-	errs                []error
-	nodes, needed       int
+	op            string
+	elapsed       time.Duration // up to the last answer waited for
+	answers       []answer
+	done          []int // the nodes that did it (acquire: took the key)
+	gone, foreign int   // acquire: foreign, refused
+	errs          []error
 }
 
-func (q *quorumStore) tally(answers []answer) tally {
-	t := tally{nodes: len(q.nodes), needed: q.needed}
-	for _, a := range answers {
+// vote sends call to every node (ask, handing late answers to late) and
+// tallies the answers; it returns how many ask gave up on too.
+func (q *quorumStore) vote(ctx context.Context, op string, timeout time.Duration, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) (tally, int) {
+	start := time.Now()
+	answers, abandoned := q.ask(ctx, timeout, nil, call, late)
+	t := tally{op: op, elapsed: time.Since(start), answers: answers}
+	for i, a := range answers {
 		switch {
 		case a.err != nil:
 			t.errs = append(t.errs, a.err)
 		case a.reply == replyDone:
-			t.done++
+			t.done = append(t.done, i)
 		case a.reply == replyGone:
 			t.gone++
 		default:
 			t.foreign++
 		}
 	}
-	return t
+	return t, abandoned
 }
 
-func (t tally) notOurs() int { return t.gone + t.foreign }
-
-// lostReply: taken when a majority holds another token, expired otherwise.
-func (t tally) lostReply(needed int) int64 {
-	if t.foreign >= needed {
-		return replyForeign
+// lost reports whether too few nodes hold our token for a majority ever
+// to, and then the verdict: replyForeign when a majority holds another
+// token (taken), else replyGone (expired).
+func (q *quorumStore) lost(t tally) (int64, bool) {
+	switch {
+	case t.gone+t.foreign <= len(q.nodes)-q.needed:
+		return 0, false
+	case t.foreign >= q.needed:
+		return replyForeign, true
 	}
-	return replyGone
+	return replyGone, true
 }
 
-func (t tally) err(op string, start time.Time, agreed, refused int) error {
+// failure is t's *QuorumError, its nodes agreed and refused counted as its
+// command counts them.
+func (q *quorumStore) failure(t tally, agreed, refused int, validity time.Duration) error {
 	return &QuorumError{
-		Op: op, Nodes: t.nodes, Needed: t.needed,
+		Op: t.op, Nodes: len(q.nodes), Needed: q.needed,
 		Agreed: agreed, Refused: refused, Failed: len(t.errs),
-		Elapsed: time.Since(start), Errors: t.errs,
+		Elapsed: t.elapsed, Validity: validity, Errors: t.errs,
 	}
 }
 

@@ -39,29 +39,25 @@ local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
 -- The caller's left mark (see prelude.lua's hasLeft).
 local mark = wait > 0 and KEYS[#KEYS] or nil
 local ours, value, err = false, false, nil
-if wait > 0 then
-  -- A waiter mostly finds the lock held by someone else, or handed to it:
-  -- reading first spares a SET that would fail. (A script runs alone: a
-  -- key found missing is still missing for the SET.)
+-- A waiter mostly finds the lock held by someone else, or handed to it:
+-- reading first spares a SET that would fail. (A script runs alone: a key
+-- found missing is still missing for the SET.) A caller that does not
+-- wait sets first, and reads only what it did not get.
+if wait == 0 then
+  ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+end
+if not ours then
   value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
   if err then
     return err
   end
-  if not value then
-    -- Out of line first: one that was not in line may have left.
-    if redis.pcall('ZREM', queue, token) ~= 1 and hasLeft(mark) then
-      return -1
-    end
-    ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+end
+if wait > 0 and not value then
+  -- Out of line first: one that was not in line may have left.
+  if redis.pcall('ZREM', queue, token) ~= 1 and hasLeft(mark) then
+    return -1
   end
-else
   ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
-  if not ours then
-    value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
-    if err then
-      return err
-    end
-  end
 end
 if value == token then
   -- Handed to us by a release, or our own earlier attempt won and its

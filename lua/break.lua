@@ -19,22 +19,19 @@ if err then
   return err
 end
 info[11] = 0
-if info[8] == 'semaphore' then
-  redis.call('DEL', KEYS[1], KEYS[6])
-  announceFreed(ARGV[1], KEYS[1])
-  return info
-end
-if not value then
-  return info
-end
 if info[8] == 'shared' then
   redis.call('DEL', KEYS[5])
 end
-if handOver(KEYS[1], KEYS[5], KEYS[3], KEYS[4], ARGV[1], ARGV[2]) then
+if info[8] == 'semaphore' then
+  redis.call('DEL', KEYS[1], KEYS[6])
+elseif not value then
+  return info
+elseif handOver(KEYS[1], KEYS[5], KEYS[3], KEYS[4], ARGV[1], ARGV[2]) then
   info[11] = 1
-else
-  -- Announced even with nobody in line (handOver's rule): a broken lock
-  -- is rare, and a waiter that could not queue hears it.
-  announceFreed(ARGV[1], KEYS[1])
+  return info
 end
+-- Announced even with nobody in line (handOver's rule): a broken lock
+-- is rare, and a waiter that could not queue hears it; a semaphore's
+-- waiters take the slots.
+announceFreed(ARGV[1], KEYS[1])
 return info

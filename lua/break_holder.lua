@@ -20,7 +20,6 @@ local info, err, value = state()
 if err then
   return err
 end
-info[11] = 0
 -- ours tells whether a holder's value (its token, then any metadata after
 -- \31) has the ID.
 local function ours(member)
@@ -50,10 +49,8 @@ if info[8] == 'semaphore' then
     announceFreed(ARGV[2], KEYS[1])
   end
 elseif info[8] == 'shared' then
-  local member = find(KEYS[5])
-  if not member and value and ours(value) then
-    member = value -- a lone reader's hold (see shared_acquire.lua)
-  end
+  -- (or a lone reader's hold, the key's value: see shared_acquire.lua)
+  local member = find(KEYS[5]) or value and ours(value) and value
   if member then
     released = releaseShare({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, {member, ARGV[2] .. ' ' .. ARGV[3]})
   end
@@ -66,7 +63,5 @@ elseif value and ours(value) then
     redis.call(ARGV[2], KEYS[1] .. ':released', '1')
   end
 end
-if released == 1 then
-  info[11] = 1
-end
+info[11] = released == 1 and 1 or 0
 return info

@@ -18,7 +18,4 @@ if value == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if not value then
-  return 0
-end
-return -1
+return value and -1 or 0

@@ -40,9 +40,7 @@
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
-    if tag then
-      channel = channel .. ':' .. tag
-    end
+    channel = channel .. (tag and ':' .. tag or '')
     redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
   end
 end
@@ -105,19 +103,18 @@ local function handOver(key, holders, queue, expiries, publish, lease, head)
   local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
   if member and kindOf(member) == 's' then
     letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
-    return true
   elseif member then
     redis.call('ZREM', queue, member)
     redis.pcall('ZREM', expiries, member)
     redis.call('SET', key, member, 'PX', lease)
     announceHandover(publish, key .. ':released', member, lease)
-    return true
+  else
+    redis.call('DEL', key)
+    if anyone then
+      announceFreed(publish, key)
+    end
   end
-  redis.call('DEL', key)
-  if anyone then
-    announceFreed(publish, key)
-  end
-  return false
+  return member ~= nil
 end
 -- letGo frees key, which its releaser held alone (a lock, a lone reader's
 -- hold, or the last share): hands it to the first waiter in queue

@@ -19,11 +19,9 @@ local queue, from = {}, 0
 repeat
   local page = redis.call('ZRANGE', KEYS[3], from, from + 99, 'WITHSCORES')
   for i = 1, #page, 2 do
-    if #queue == 200 then
-      break
-    end
     local member = page[i]
-    local lapses = string.sub(member, 1, 1) ~= '~' and tonumber(redis.call('ZSCORE', KEYS[4], member))
+    -- (nothing read once 100 are listed)
+    local lapses = #queue < 200 and string.sub(member, 1, 1) ~= '~' and tonumber(redis.call('ZSCORE', KEYS[4], member))
     if lapses and lapses > now then
       local arrival = tonumber(page[i + 1])
       if arrival < 1e14 then

@@ -26,15 +26,9 @@
 local token, ttl = ARGV[1], ARGV[2]
 local fenced = ARGV[3] == '1'
 local wait = tonumber(ARGV[4])
-local parts = 1
-if fenced then
-  parts = parts + 1
-end
-if wait > 0 then
-  parts = parts + 2
-end
-local n = #KEYS / parts
-local queues = n * (parts - 2)
+-- n keys, then n counters when fenced, then 2n queue keys when waiting.
+local n = #KEYS / (1 + (fenced and 1 or 0) + (wait > 0 and 2 or 0))
+local queues = fenced and 2 * n or n -- the keys before the queues
 -- All or none: each key is taken with SET NX, in order, so that the common
 -- case, every key free, costs one command per key; at the first key taken
 -- by someone else (or of another type) the keys this call set are deleted
@@ -81,27 +75,24 @@ if wait > 0 then
     redis.pcall('ZREM', KEYS[queues + n + i], ARGV[5])
   end
 end
-local reply = {1}
-if not fenced then
-  for i = 1, n do
-    reply[i + 1] = 0
-  end
-  return reply
-end
--- A failed acquire must leave nothing held: every key goes (those that
--- held our token before too, as an acquire that fails after a lost reply).
-set = {unpack(KEYS, 1, n)}
--- The clock once, then each name's fence step (prelude.lua).
-local micros, err = fenceClock()
-if not micros then
-  return undo(err)
-end
-for i = 1, n do
-  local fence
-  fence, err = takeFence(KEYS[n + i], micros)
-  if not fence then
+local reply, micros, err = {1}, nil, nil
+if fenced then
+  -- A failed acquire must leave nothing held: every key goes (those that
+  -- held our token before too, as an acquire that fails after a lost reply).
+  set = {unpack(KEYS, 1, n)}
+  -- The clock once, then each name's fence step (prelude.lua).
+  micros, err = fenceClock()
+  if not micros then
     return undo(err)
   end
-  reply[i + 1] = fence
+end
+for i = 1, n do
+  reply[i + 1] = 0
+  if fenced then
+    reply[i + 1], err = takeFence(KEYS[n + i], micros)
+    if not reply[i + 1] then
+      return undo(err)
+    end
+  end
 end
 return reply

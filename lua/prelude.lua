@@ -11,16 +11,15 @@ local function serverTime(reply)
   local micros = tonumber(reply[1]) * 1000000 + tonumber(reply[2])
   return math.floor(micros / 1000), micros
 end
--- fenceClock(): the server's clock in µs for a fence, or nil and an error
--- reply for a user not allowed to read it (an ACL without +time): no
--- fence that could repeat one.
+-- fenceClock(): the server's clock in µs for a fence (or a queue join),
+-- or nil and an error reply for a user not allowed to read it (an ACL
+-- without +time): no fence that could repeat one.
 local function fenceClock()
   local reply = redis.pcall('TIME')
   if type(reply) == 'table' and reply.err then
     return nil, redis.error_reply('ERR a fence needs the server clock (TIME), which this user may not read: ' .. reply.err)
   end
-  local _, micros = serverTime(reply)
-  return micros
+  return select(2, serverTime(reply))
 end
 -- takeFence(counter, micros): the next fence: the counter's next value
 -- (INCR), raised to micros, the server's clock in µs (fenceClock's, read
@@ -78,12 +77,9 @@ end
 -- pcall: a user not allowed to queue (or to read the clock) still takes
 -- locks, and its waiters poll instead.
 local function joinQueue(queue, expiries, member, wait, mark, micros)
+  micros = micros or fenceClock()
   if not micros then
-    local clock = redis.pcall('TIME')
-    if clock.err then
-      return true
-    end
-    micros = select(2, serverTime(clock))
+    return true -- (a user not allowed to read the clock)
   end
   if redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
     redis.pcall('ZREM', queue, member)

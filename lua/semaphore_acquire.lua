@@ -46,10 +46,9 @@ if type(lone) == 'string' and loneSlot(lone) then
   redis.call('SET', KEYS[2], loneSlot(lone), 'PX', left)
   held = 1
 elseif type(held) == 'table' then
-  if string.find(held.err, 'WRONGTYPE', 1, true) then
-    return redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)')
-  end
-  return held
+  -- lone is set (a string, or GET's error) exactly when ZCARD said
+  -- WRONGTYPE; any other error stands as Redis gave it.
+  return lone and redis.error_reply('WRONGTYPE the key holds a value that is not a semaphore (an exclusive lock of the same name?)') or held
 end
 if held > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -81,13 +80,9 @@ if ours then
     redis.call('ZREM', KEYS[4], token)
   end
   -- The set (and its limit) vanish with the last lease.
-  local keep = ttl
-  if held > 0 then
-    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-    if last[2] then
-      keep = math.max(tonumber(last[2]) - now, ttl)
-    end
-  end
+  -- (held > 0: the set has a member, after the prune above)
+  local last = held > 0 and redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local keep = last and math.max(tonumber(last[2]) - now, ttl) or ttl
   redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
   redis.call('PEXPIRE', KEYS[1], keep)
@@ -107,7 +102,4 @@ if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
   return -2
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-  return -2 - (tonumber(first[2]) - now)
-end
-return -2
+return -2 - (first[2] and tonumber(first[2]) - now or 0)

@@ -54,9 +54,7 @@ local now = serverTime()
 local reply, waiting = 0, nil
 if ours then
   redis.call('ZREM', KEYS[1], token)
-  if ours == true or tonumber(ours) > now then
-    reply = 1
-  end
+  reply = (ours == true or tonumber(ours) > now) and 1 or 0
 end
 if reply == 1 then
   -- The slot goes to the first live waiter for a slot, if any; a waiter of

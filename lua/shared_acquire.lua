@@ -99,10 +99,7 @@ if ours then
   end
   -- A marker goes on; a handed key (our token) or a free one starts a
   -- new epoch.
-  local epoch = MARK
-  if marked then
-    epoch = value
-  end
+  local epoch = marked and value or MARK
   local fence = 0
   if ARGV[3] == '1' then
     fence = tonumber(string.sub(epoch, #MARK + 2))
@@ -144,24 +141,18 @@ if ours then
     return setError(added)
   end
   -- The key lasts as long as the latest lease: ours, in a new epoch.
-  local keep = ttl
-  if marked or lone then
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    keep = math.max(tonumber(last[2]) - now, 1)
-  end
+  -- (the set has a member: ours, just added)
+  local last = (marked or lone) and redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  local keep = last and math.max(tonumber(last[2]) - now, 1) or ttl
   redis.call('SET', KEYS[1], epoch, 'PX', keep)
   redis.call('PEXPIRE', KEYS[2], keep)
+  -- Each admitted waiter hears it on its Client's channel (as handover.lua
+  -- announces, without the ms: a share let in is always claimed).
   local publish = string.match(ARGV[5], '^(%S*) ')
-  if publish ~= '' then
-    local channel = KEYS[1] .. ':released'
-    for _, waiter in ipairs(admitted) do
-      local tag = string.match(waiter, '^([A-Z2-7]+)%.')
-      local to = channel
-      if tag then
-        to = channel .. ':' .. tag
-      end
-      redis.pcall(publish, to, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
-    end
+  for _, waiter in ipairs(publish ~= '' and admitted or {}) do
+    local tag = string.match(waiter, '^([A-Z2-7]+)%.')
+    local channel = KEYS[1] .. ':released' .. (tag and ':' .. tag or '')
+    redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
   end
   return fence
 end

@@ -40,10 +40,8 @@ if held ~= 1 then
   if not value or string.sub(value, 1, #MARK) ~= MARK then
     -- No shares now: ours ended with the epoch (nothing to do but tidy).
     local gone = redis.pcall('ZREM', KEYS[4], token)
-    if held == -1 or type(gone) == 'table' then
-      return -1 -- another holder's token, or a key of another type
-    end
-    return 0
+    -- -1: another holder's token, or a key of another type
+    return (held == -1 or type(gone) == 'table') and -1 or 0
   end
   local now = serverTime()
   -- The two latest leases, one command, tell the common cases: ours alone
@@ -64,9 +62,7 @@ if held ~= 1 then
   if not lease and #top == 4 then
     lease = redis.call('ZSCORE', KEYS[4], token)
   end
-  if not lease or tonumber(lease) <= now then
-    reply = 0
-  end
+  reply = lease and tonumber(lease) > now and 1 or 0
   if last and tonumber(last) > now then
     -- Others still hold it: the key lasts as long as the latest lease.
     redis.call('ZREM', KEYS[4], token)

@@ -38,12 +38,15 @@
 --             semaphore's (see below); any other error as Redis gave it
 -- and, third, the lock key's value (false when there is none, and for a
 -- semaphore), for break.lua.
+-- read(what, command, key, ...) runs command on key: its reply; or nil,
+-- the error, and for WRONGTYPE the type key holds (the error then says it
+-- holds that, not what).
 local function read(what, command, key, ...)
   local reply = redis.pcall(command, key, ...)
   if type(reply) == 'table' and reply.err then
     if string.find(reply.err, 'WRONGTYPE', 1, true) then
-      return nil, redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' ..
-        redis.call('TYPE', key).ok .. ', not ' .. what)
+      local kind = redis.call('TYPE', key).ok
+      return nil, redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not ' .. what), kind
     end
     return nil, reply
   end
@@ -69,26 +72,19 @@ local function holders(key, now)
   return list
 end
 local function state()
-  local fence, waiters, err
-  -- A plain GET first: a lock needs no TYPE (nor the right to send it).
-  local value = redis.pcall('GET', KEYS[1])
-  local semaphore = false
-  if type(value) == 'table' and value.err then
-    if not string.find(value.err, 'WRONGTYPE', 1, true) then
-      return nil, value
-    end
-    local kind = redis.call('TYPE', KEYS[1]).ok
-    if kind ~= 'zset' then
-      return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a lock')
-    end
-    semaphore, value = true, false
+  local fence, waiters
+  -- A plain GET first: a lock needs no TYPE (nor the right to send it). A
+  -- sorted set there is a semaphore's holders.
+  local value, err, kind = read('a lock', 'GET', KEYS[1])
+  local semaphore = kind == 'zset'
+  if err and not semaphore then
+    return nil, err
   end
   fence, err = read('a fence counter', 'GET', KEYS[2])
   if err then return nil, err end
   -- The queue's type is checked; its places lapse unless their waiter
   -- comes back (see acquire.lua): count those that have not.
-  local queued
-  queued, err = read('a waiters\' queue', 'ZCARD', KEYS[3])
+  err = select(2, read('a waiters\' queue', 'ZCARD', KEYS[3]))
   if err then return nil, err end
   local now = serverTime()
   waiters, err = read('a waiters\' queue', 'ZCOUNT', KEYS[4], '(' .. now, '+inf')
@@ -126,7 +122,9 @@ local function state()
   if not value then
     return free, nil, value
   end
-  local kind, count, list = 'lock', 0, {}
+  local count, list, metadata = 0, {}, ''
+  local pttl = redis.call('PTTL', KEYS[1])
+  kind = 'lock'
   if string.sub(value, 1, 8) == '*shared*' then
     kind = 'shared'
     count, err = read('the shared holders', 'ZCOUNT', KEYS[5], '(' .. now, '+inf')
@@ -134,19 +132,16 @@ local function state()
     if count > 0 then
       list = holders(KEYS[5], now)
     end
-  end
-  local metadata = ''
-  local at = string.find(value, '\31', 1, true)
-  local pttl = redis.call('PTTL', KEYS[1])
-  if kind == 'lock' and loneSlot(value) then
+  elseif loneSlot(value) then
     -- a lone holder's slot (see semaphore_acquire.lua): a semaphore held once
     return {1, pttl, '', fence, waiters, '', 1, 'semaphore', tostring(loneSlot(value)), holder(list, value, pttl)}, nil, value
-  elseif kind == 'lock' and string.match(value, '^[A-Z2-7]*%.?s') then
+  elseif kindOf(value) == 's' then
     -- a lone reader's hold (a shared token, see shared_acquire.lua): a
     -- shared hold of one, its metadata with it in Holders
     kind, count = 'shared', 1
     list = holder(list, value, pttl)
-  elseif kind == 'lock' then
+  else
+    local at = string.find(value, '\31', 1, true)
     metadata = at and string.sub(value, at + 1) or ''
     list = holder(list, value, pttl)
   end
