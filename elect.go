@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -194,34 +193,7 @@ type leaderTerm struct {
 
 // readTerm reads the election's lock, as Inspect does.
 func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
-	var (
-		info Info
-		hold string
-		err  error
-	)
-	switch s := c.store.(type) {
-	case singleStore:
-		info, hold, err = parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
-	case *quorumStore:
-		var mu sync.Mutex
-		holders := map[string]string{} // by node label
-		info, err = s.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
-			info, holder, err := parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
-			mu.Lock()
-			holders[n.label] = holder
-			mu.Unlock()
-			return info, holder, err
-		})
-		mu.Lock()
-		for _, node := range info.Nodes {
-			if node.Majority {
-				hold = holders[node.Node]
-			}
-		}
-		mu.Unlock()
-	default:
-		return leaderTerm{}, fmt.Errorf("a %T cannot read a leader", c.store)
-	}
+	info, hold, err := c.store.inspect(ctx, key)
 	switch {
 	case err != nil:
 		return leaderTerm{}, err
