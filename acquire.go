@@ -52,11 +52,7 @@ import (
 // call Lock.Release; a Lock dropped while held is released only once the
 // garbage collector finds it.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	o, err := c.callOptions(exclusiveLock, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.acquire(ctx, name, o)
+	return c.take(ctx, exclusiveLock, name, opts, nil)
 }
 
 // acquire is Acquire with its options resolved (RunWithLock's way in).
@@ -739,7 +735,7 @@ func (c *Client) observeAcquire(o *options, name string, start time.Time, attemp
 	})
 }
 
-// take is the way in of every kind but Acquire's.
+// take is the way in of every kind.
 func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
 	o, err := c.callOptions(k, opts)
 	if err != nil {
@@ -807,16 +803,13 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 		return err
 	}
 	l, err := c.acquire(ctx, name, o)
-	if err != nil {
-		if o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
-			o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
-				"name", name, "error", err)
-			if o.observer != nil {
-				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
-			}
-			return fn(withLock(ctx, nil))
+	if err != nil && o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
+		o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
+			"name", name, "error", err)
+		if o.observer != nil {
+			o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
 		}
-		return err
+		return fn(withLock(ctx, nil))
 	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

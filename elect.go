@@ -77,7 +77,7 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 			defer close(announced)
 			c.announceTerm(ctx, key, o.ttl/3)
 		}()
-		leadErr := l.run(ctx, lead)
+		leadErr := l.run(ctx, lead, nil)
 		<-announced
 		// Ended: released (maybe handed over), lost, or closed (then Close
 		// announces it too, once it released the lock). A release with

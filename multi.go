@@ -452,8 +452,5 @@ func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(c
 		return invalidf("nil fn for locks %q", names)
 	}
 	l, err := c.AcquireMulti(ctx, names, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

@@ -43,8 +43,5 @@ func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, f
 		return invalidf("nil fn for semaphore %q", name)
 	}
 	l, err := c.AcquireSemaphore(ctx, name, limit, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }
