@@ -60,8 +60,9 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
 }
 
-// call is what an acquire call of any kind keeps until its verdict.
-type call struct {
+// acquisition is one acquire call of any kind: the one acquisition loop,
+// and what it keeps until its verdict.
+type acquisition struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
 	parent context.Context // the caller's: the lock's context gets its values
@@ -80,11 +81,6 @@ type call struct {
 	fence      int64
 	timer      *time.Timer
 	cancelCap  context.CancelFunc
-}
-
-// acquisition is one acquire call of any kind: the one acquisition loop.
-type acquisition struct {
-	call
 	// queued: waits in the server's queue, one token for all attempts;
 	// freshTokens: each attempt has a token of its own (see plan).
 	queued, freshTokens bool
@@ -152,7 +148,7 @@ func (a *acquisition) init(names, shared string, keyLen int, layout func(o *opti
 }
 
 // capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, unless a campaign waits.
-func (a *call) capWait(campaign bool) {
+func (a *acquisition) capWait(campaign bool) {
 	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
 	}
@@ -513,7 +509,7 @@ type failingError struct{ last, why error }
 func (e *failingError) Error() string   { return oneLine(e.last.Error()) + "; " + e.why.Error() }
 func (e *failingError) Unwrap() []error { return []error{e.last, e.why} }
 
-func (a *call) heldFor(holder time.Duration) {
+func (a *acquisition) heldFor(holder time.Duration) {
 	a.holderEnds = time.Time{}
 	if holder > 0 {
 		a.holderEnds = time.Now().Add(holder)
@@ -573,7 +569,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	return l, nil
 }
 
-func (a *call) fail(err error) (*Lock, error) {
+func (a *acquisition) fail(err error) (*Lock, error) {
 	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
 	return nil, err
 }
@@ -684,14 +680,14 @@ func (a *acquisition) heldError() error {
 }
 
 // holderLeft is " (for 1.2s more)", or "" when the holder's end is unknown.
-func (a *call) holderLeft() string {
+func (a *acquisition) holderLeft() string {
 	if left := time.Until(a.holderEnds); left > 0 {
 		return fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
 	return ""
 }
 
-func (a *call) tally() string {
+func (a *acquisition) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
@@ -752,7 +748,7 @@ func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *op
 	}
 	defer c.calls.exit()
 	c.checkServer(ctx, o)
-	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
+	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}
 	a.init(names, shared, keyLen, layout)
 	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
 	defer a.close()

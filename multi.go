@@ -169,8 +169,6 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-func (m *multiRef) queues() (queues, expiries []string) { return m.queueKeys, m.spans }
-
 // lostName is the name a loss reports: one a script found not ours, or first.
 func (m *multiRef) lostName() string {
 	if i := m.lost.Load(); i > 0 {
@@ -187,14 +185,14 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 		return 0, err
 	}
 	code, ok := vals[0].(int64)
-	if !ok || len(vals) > 2 {
+	i, okAt := int64(0), true // i: 1 + the place in g of a name not ours; 0: none
+	if len(vals) == 2 {
+		i, okAt = vals[1].(int64)
+	}
+	if !ok || !okAt || len(vals) > 2 || len(vals) == 2 && i < 1 || i > int64(g.to-g.from) {
 		return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
 	}
-	if len(vals) == 2 {
-		i, ok := vals[1].(int64)
-		if !ok || i < 1 || i > int64(g.to-g.from) {
-			return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
-		}
+	if i > 0 {
 		m.lost.Store(int64(g.from) + i)
 	}
 	return code, nil
@@ -287,20 +285,20 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
-	var at, multis []int
+	var at []int
+	multis := make(chan int, len(refs)) // the multi locks' places, for the goroutines to take
 	for i, ref := range refs {
 		if ref.multi != nil {
-			multis = append(multis, i)
+			multis <- i
 		} else {
 			singles, at = append(singles, ref), append(at, i)
 		}
 	}
-	var next atomic.Int64
+	close(multis)
 	var wg sync.WaitGroup
 	for range min(multiGiveBacks, len(multis)) {
 		wg.Go(func() {
-			for n := next.Add(1) - 1; n < int64(len(multis)); n = next.Add(1) - 1 {
-				i := multis[n]
+			for i := range multis {
 				replies[i], errs[i] = s.releaseMulti(ctx, refs[i], len(refs[i].multi.groups))
 			}
 		})
@@ -392,9 +390,8 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	if o.fencing {
 		fenced, extra = "1", append(extra, m.fenceKeys)
 	}
-	if ref.waiting {
-		queues, expiries := m.queues()
-		extra, wait = append(extra, queues, expiries), queueHoldArg
+	if ref.waiting { // the queues, and their expiries' keys
+		extra, wait = append(extra, m.queueKeys, m.spans), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
 	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
