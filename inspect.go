@@ -528,16 +528,8 @@ func (q *quorumStore) combine(op string, start time.Time, answers []answer, info
 // majorityLease is the needed-th longest of the majority's leases (a lease
 // without expiry counts as the longest).
 func majorityLease(leases []time.Duration, needed int) time.Duration {
-	slices.SortFunc(leases, func(a, b time.Duration) int {
-		switch {
-		case a < 0 && b < 0:
-			return 0
-		case a < 0:
-			return -1
-		case b < 0:
-			return 1
-		}
-		return cmp.Compare(b, a)
-	})
+	// Longest first; as uint64, a lease without expiry (negative) is above
+	// every running one.
+	slices.SortFunc(leases, func(a, b time.Duration) int { return cmp.Compare(uint64(b), uint64(a)) })
 	return leases[needed-1]
 }
