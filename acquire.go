@@ -144,12 +144,9 @@ func (a *acquisition) init(names, shared string, keyLen int, layout func(o *opti
 	if !a.freshTokens {
 		a.setToken()
 	}
-	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
-}
-
-// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, unless a campaign waits.
-func (a *acquisition) capWait(campaign bool) {
-	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
+	// A waiting ctx without deadline is capped at MaxWaitWithoutDeadline,
+	// unless a campaign (Elect) waits: it waits until its ctx ends, however long.
+	if _, ok := a.ctx.Deadline(); a.waits && !ok && !a.o.campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
 	}
 }
@@ -293,7 +290,15 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		}
 		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, r)
 	}
-	a.noteFirst()
+	// Our first attempt's date: one sent for us with a release whose reply
+	// was lost may have queued us, and a hand-over can follow it before our own.
+	if a.attempts == 1 {
+		a.firstSent = a.sent
+		if a.early != nil {
+			a.firstSent = a.early.sent
+		}
+	}
+	a.early = nil
 	// A store's explanation of a refusal (a quorum's counts) goes with the error.
 	a.refusal = nil
 	if errors.Is(err, ErrNotAcquired) {
@@ -315,20 +320,11 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if r.multi != nil {
 		a.blocker = r.multi.names[r.multi.blocker]
 	}
-	a.heldFor(holderTTL)
-	return false, nil
-}
-
-// noteFirst dates our first attempt: one sent for us with a release whose reply
-// was lost may have queued us, and a hand-over can follow it before our own.
-func (a *acquisition) noteFirst() {
-	if a.attempts == 1 {
-		a.firstSent = a.sent
-		if a.early != nil {
-			a.firstSent = a.early.sent
-		}
+	a.holderEnds = time.Time{} // when the holder's lease ends, if known
+	if holderTTL > 0 {
+		a.holderEnds = time.Now().Add(holderTTL)
 	}
-	a.early = nil
+	return false, nil
 }
 
 // handedOver returns the lease a hand-over announced (until firstSent+lease
@@ -508,13 +504,6 @@ type failingError struct{ last, why error }
 
 func (e *failingError) Error() string   { return oneLine(e.last.Error()) + "; " + e.why.Error() }
 func (e *failingError) Unwrap() []error { return []error{e.last, e.why} }
-
-func (a *acquisition) heldFor(holder time.Duration) {
-	a.holderEnds = time.Time{}
-	if holder > 0 {
-		a.holderEnds = time.Now().Add(holder)
-	}
-}
 
 // tooLate gives the key back when the reply came after the lease's safe
 // deadline: ErrNotAcquired, the error of a caller that does not wait; a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redislock/redislock/internal/lockrules"
@@ -72,13 +73,10 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		// Observers hear the term begin while lead starts: the
 		// announcement is not on lead's way. (A goroutine per term, which
 		// this call waits for.)
-		announced := make(chan struct{})
-		go func() {
-			defer close(announced)
-			c.announceTerm(ctx, key, o.ttl/3)
-		}()
+		var announcing sync.WaitGroup
+		announcing.Go(func() { c.announceTerm(ctx, key, o.ttl/3) })
 		leadErr := l.run(ctx, lead, nil)
-		<-announced
+		announcing.Wait()
 		// Ended: released (maybe handed over), lost, or closed (then Close
 		// announces it too, once it released the lock). A release with
 		// nobody in line announces nothing itself (see release.lua).
@@ -252,10 +250,8 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		// A room of its own, outside the Client's rooms: the notifier wakes
 		// it at any announcement but a hand-over's (those are on waiters'
 		// channels, and the new leader announces its term).
-		var (
-			room  *waitRoom
-			ready <-chan struct{}
-		)
+		var room *waitRoom
+		var ready <-chan struct{}
 		if n := c.rooms().notifier; n != nil {
 			room = &waitRoom{key: key}
 			sub := n.subscribe(room, lockrules.Released(key), lockrules.Leader(key))
@@ -264,10 +260,8 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		}
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		var (
-			last    leaderTerm
-			longest time.Duration // the longest lease seen: the TTL as far as it shows
-		)
+		var last leaderTerm
+		var longest time.Duration // the longest lease seen: the TTL as far as it shows
 		for first := true; ; {
 			var woken <-chan struct{}
 			if room != nil {

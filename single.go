@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -238,10 +239,8 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 // abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one
 // pipeline per node (see eachNode).
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
-	for _, ref := range refs {
-		if ref.multi != nil {
-			return s.abandonWithMulti(ctx, refs)
-		}
+	if slices.ContainsFunc(refs, func(ref *lockRef) bool { return ref.multi != nil }) {
+		return s.abandonWithMulti(ctx, refs)
 	}
 	return s.eachNode(refs, func(refs []*lockRef) ([]int64, []error) { return s.abandonOn(ctx, refs) })
 }
