@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -470,15 +471,8 @@ func transient(err error) bool {
 	if errors.Is(err, errBadReply) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
-	if isUnreachable(err) || errors.Is(err, errTooLate) || errors.Is(err, ErrReplicaAck) {
-		return true
-	}
-	for _, prefix := range notNow {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return false
+	return isUnreachable(err) || errors.Is(err, errTooLate) || errors.Is(err, ErrReplicaAck) ||
+		slices.ContainsFunc(notNow, func(prefix string) bool { return redis.HasErrorPrefix(err, prefix) })
 }
 
 // nothingSent tells whether err says that nothing of an attempt reached

@@ -112,10 +112,9 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	if !resolved.watchdog {
 		return nil, invalidf("Elect needs the watchdog: a leader's lease would run out under it")
 	}
-	o := new(options)
-	*o = *resolved
+	o := *resolved
 	o.retry, o.campaign = campaignRetry{every: o.ttl}, true
-	return o, nil
+	return &o, nil
 }
 
 // campaignRetry's waits never run out: a queued campaigner asks when woken

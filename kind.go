@@ -189,19 +189,9 @@ func (r *lockRef) outOfQueue() (acquire, release []any) {
 	return r.acquireCommand(false), []any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, r.releaseArgs[8]}
 }
 
-// extendCommand is the extend script of r's kind and its keys.
-func extendCommand(r *extendRequest) (*redis.Script, []string) {
-	return r.kind.rules().extend, scriptKeys(r.kind, r.key, r.extraKey)
-}
-
-// pttlCommand is the pttl script of r's kind and its keys (a semaphore's
-// reads only the first).
-func (r *lockRef) pttlCommand() (*redis.Script, []string) {
-	return r.kind.rules().pttl, scriptKeys(r.kind, r.key, r.extraKey)
-}
-
-// scriptKeys are the keys of a kind's extend and pttl scripts.
-func scriptKeys(k lockKind, key, extraKey string) []string {
+// scriptKeys are the keys of k's extend and pttl scripts (kindRules.extend
+// and pttl; a semaphore's pttl reads only the first).
+func (k lockKind) scriptKeys(key, extraKey string) []string {
 	if k.rules().holdersKey {
 		return []string{key, extraKey}
 	}

@@ -182,8 +182,7 @@ func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error)
 	if r.multi != nil {
 		return s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
 	}
-	script, keys := extendCommand(&r)
-	cmd, ackErr := runScript(ctx, s.rdb, r.opts, script, keys, r.token, r.ttl.Milliseconds())
+	cmd, ackErr := runScript(ctx, s.rdb, r.opts, r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	s.slots.note(err)
 	if err == nil && reply == replyDone && ackErr != nil {
@@ -305,8 +304,7 @@ func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	if ref.multi != nil {
 		return s.pttlMulti(ctx, ref)
 	}
-	script, keys := ref.pttlCommand()
-	return runOn(ctx, s.rdb, scriptArgs(script, keys, ref.token)).Int64()
+	return runOn(ctx, s.rdb, scriptArgs(ref.kind.rules().pttl, ref.kind.scriptKeys(ref.key, ref.extraKey), ref.token)).Int64()
 }
 
 // runOn sends a script command on rdb, not batched (see runScripts).
@@ -325,45 +323,36 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 	return runAcked(ctx, rdb, o, scriptArgs(script, keys, args...))
 }
 
-func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
-	// go-redis' own WAIT (which also stretches the read timeout) is on
-	// the concrete pipeline type only.
-	if waiter, ok := pipe.(interface {
-		Wait(context.Context, int, time.Duration) *redis.IntCmd
-	}); ok {
-		return waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
-	}
-	return pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
-}
-
 // runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
-// keys, args): the script and WAIT in one pipeline.
+// keys, args): the script and WAIT in one pipeline. ackErr is nil when
+// enough replicas acknowledged the script (or the script failed).
 func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, command []any) (reply *redis.Cmd, ackErr error) {
 	cmds := []*redis.Cmd{scriptCmd(ctx, command)}
-	var acked func() (int64, error)
+	var acked func() (int64, error) // WAIT's reply
 	runScripts(ctx, cmds, func(cmds []*redis.Cmd) {
 		pipe := rdb.Pipeline()
 		_ = pipe.Process(ctx, cmds[0])
-		acked = wait(ctx, pipe, o)
+		// go-redis' own WAIT (which also stretches the read timeout) is on
+		// the concrete pipeline type only.
+		if waiter, ok := pipe.(interface {
+			Wait(context.Context, int, time.Duration) *redis.IntCmd
+		}); ok {
+			acked = waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
+		} else {
+			acked = pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
+		}
 		_, _ = pipe.Exec(ctx) // errors are read from each command
 	})
-	return cmds[0], ackOf(cmds[0], acked, o)
-}
-
-// ackOf is the ErrReplicaAck of a script's reply whose WAIT answered
-// acked, nil when enough replicas acknowledged it (or the script failed).
-func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
-	if reply.Err() != nil {
-		return nil
+	if reply = cmds[0]; reply.Err() != nil {
+		return reply, nil
 	}
-	n, err := acked()
-	if err != nil {
-		return fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	switch n, err := acked(); {
+	case err != nil:
+		return reply, fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	case n < int64(o.replicas):
+		return reply, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
 	}
-	if n < int64(o.replicas) {
-		return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
-	}
-	return nil
+	return reply, nil
 }
 
 // extendBatch extends many locks, on one node, in one pipeline (see
@@ -374,8 +363,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
 			continue // one by one, below
 		}
-		script, keys := extendCommand(&reqs[i])
-		cmds[i] = scriptCmd(ctx, scriptArgs(script, keys, reqs[i].token, reqs[i].ttl.Milliseconds()))
+		r := &reqs[i]
+		cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	}
 	runScripts(ctx, cmds, s.pipelined(ctx, false))
 	for i := range reqs {
