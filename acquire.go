@@ -685,10 +685,9 @@ func (a *acquisition) stopped(why error) error {
 		return &failingError{a.failing, fmt.Errorf("gave up waiting after %v, the cap for a context without deadline", MaxWaitWithoutDeadline)}
 	case a.failing != nil:
 		return &failingError{a.failing, fmt.Errorf("gave up waiting after %s: %w", count(a.attempts, "attempt"), why)}
+	case capped && a.held:
+		return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
 	case capped:
-		if a.held {
-			return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
-		}
 		return fmt.Errorf("redislock: %s %s: no answer after waiting %v, the cap for a context without deadline", a.kind.rules().what, a.subjectName(), MaxWaitWithoutDeadline)
 	case a.held:
 		return join(fmt.Errorf("%w: %s: gave up waiting after %s", ErrNotAcquired, a.heldSubject(), count(a.attempts, "attempt")), why, a.refusal)
@@ -771,10 +770,10 @@ func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 // Redis cannot be reached), or ErrInvalidArgument for a nil fn. A failed
 // release after fn is logged at Warn, not returned: the lock expires.
 func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return err
-	}
-	if fn == nil {
+	case fn == nil:
 		return invalidf("nil fn for lock %q", name)
 	}
 	o, err := c.resolve(opts)

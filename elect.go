@@ -38,13 +38,12 @@ import (
 // wrapped. Each term is logged at Info, and announced at its start and end
 // for ObserveLeader; Leader says who leads.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return err
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return invalidf("nil context")
-	}
-	if lead == nil {
+	case lead == nil:
 		return invalidf("nil lead function for election %q", name)
 	}
 	o, err := c.campaignOptions(opts)

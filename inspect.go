@@ -296,13 +296,12 @@ func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, [
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return "", err
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return "", invalidf("nil context")
-	}
-	if c.defaultsErr != nil {
+	case c.defaultsErr != nil:
 		return "", c.defaultsErr
 	}
 	names, keyLen, err := lockKeys(c.opts.prefix, name)

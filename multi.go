@@ -35,10 +35,9 @@ const MaxMultiNames = 1000
 // Ring Client. A failed call leaves no name held. On success the caller
 // must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return nil, err
-	}
-	switch {
 	case ctx == nil:
 		return nil, invalidf("nil context")
 	case len(names) == 0:
@@ -61,8 +60,7 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 // name's keys, in the order they are taken, and the groups one script each
 // takes. Written before the Lock is handed out, and never again but lost.
 type multiRef struct {
-	first   string // the caller's names[0]
-	firstAt int    // its place in names
+	firstAt int // the place in names of the caller's names[0], the Lock's name
 	// blocker: the place of the name that kept the last attempt out;
 	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
@@ -114,7 +112,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
-	m := &multiRef{first: names[0], fences: make([]int64, len(names))}
+	m := &multiRef{fences: make([]int64, len(names))}
 	n := len(entries)
 	all := make([]string, 4*n)
 	m.names, m.keys, m.spans, m.queueKeys = all[:n], all[n:2*n], all[2*n:3*n], all[3*n:]
@@ -144,7 +142,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 // fresh is m for another attempt's ref (see acquisition.giveBack): its
 // layout shared, its commands to prepare, its fences and blocker its own.
 func (m *multiRef) fresh() *multiRef {
-	return &multiRef{first: m.first, firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
+	return &multiRef{firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
 		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
 }
 
@@ -167,14 +165,6 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 		cmds[i] = append(cmd, args...)
 	}
 	return cmds
-}
-
-// lostName is the name a loss reports: one a script found not ours, or first.
-func (m *multiRef) lostName() string {
-	if i := m.lost.Load(); i > 0 {
-		return m.names[i-1]
-	}
-	return m.first
 }
 
 // verdict reads the {code, i} reply of a group's extend, release or pttl
@@ -334,9 +324,11 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	return m.fences[i], true
 }
 
+// lostName is the name a loss reports: a multi lock's name a script found
+// not ours (see multiRef.lost), else the Lock's name (a multi lock's first).
 func (l *hold) lostName() string {
-	if l.ref.multi != nil {
-		return l.ref.multi.lostName()
+	if m := l.ref.multi; m != nil && m.lost.Load() > 0 {
+		return m.names[m.lost.Load()-1]
 	}
 	return l.name
 }
@@ -361,7 +353,7 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		if err == nil && took && ackErr != nil {
 			// Not safe to hold: a failover could lose it. (One group: no
 			// WithReplicaAck on a Cluster.) The caller gives it back, as
-			// acquireAcked's.
+			// it does a single lock's (see singleStore.acquire).
 			return false, 0, 0, ackErr
 		}
 		if err != nil {

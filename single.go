@@ -93,7 +93,15 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	case ref.multi != nil:
 		return s.acquireMulti(ctx, o, ref)
 	case o.replicas > 0:
-		return s.acquireAcked(ctx, o, ref)
+		// With WithReplicaAck's WAIT, an attempt that took the lock but too
+		// few replicas acknowledged fails with ErrReplicaAck: not safe to
+		// hold, a failover could lose it; the caller gives it back
+		// (acquisition.failed).
+		reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireCommand(true))
+		if acquired, fence, holder, err := parseAcquire(reply, o.fencing); err != nil || !acquired || ackErr == nil {
+			return acquired, fence, holder, err
+		}
+		return false, 0, 0, ackErr
 	}
 	first := !ref.attempted
 	ref.attempted = true
@@ -120,18 +128,6 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	if err == nil {
 		s.ranScript()
-	}
-	return acquired, fence, holder, err
-}
-
-// acquireAcked is an attempt with WithReplicaAck's WAIT. One it took that
-// too few replicas acknowledged fails with ErrReplicaAck: not safe to hold,
-// a failover could lose it; the caller gives it back (acquisition.failed).
-func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
-	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireCommand(true))
-	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
-	if err == nil && acquired && ackErr != nil {
-		return false, 0, 0, ackErr
 	}
 	return acquired, fence, holder, err
 }
