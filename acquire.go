@@ -130,16 +130,14 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, s
 
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
 func (a *acquisition) init(names, shared string, keyLen int, layout func(o *options, r *lockRef)) {
-	a.l = &hold{client: a.c, opts: a.o, name: a.name}
+	a.l = &hold{client: a.c, opts: a.o, name: a.name, ref: lockRef{kind: a.kind}}
 	r := &a.l.ref
-	r.kind = a.kind
 	r.init(names, shared, keyLen, a.o)
 	if layout != nil {
 		layout(a.o, r)
 	}
 	r.commands(a.o)
-	a.patience.strategy = a.o.retry
-	a.patience.observed = a.l
+	a.patience = patience{strategy: a.o.retry, observed: a.l}
 	a.waits = a.patience.mayWait()
 	a.plan(a.waits && a.c.store.queues())
 	if !a.freshTokens {
@@ -542,7 +540,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	}
 	a.l.observeHold(true) // before an alarm could end it
 	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	a.observe(a.l.fence, nil)
 	l := &Lock{h: a.l}
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
@@ -553,7 +551,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 }
 
 func (a *acquisition) fail(err error) (*Lock, error) {
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
+	a.observe(0, err)
 	return nil, err
 }
 
@@ -702,15 +700,12 @@ var (
 	errClosing = errors.New("client closing")
 )
 
-func (c *Client) observeAcquire(o *options, name string, start time.Time, attempts int, fence int64, err error) {
-	if o.observer == nil {
-		return
+// observe tells the observer, if any, how the call ended.
+func (a *acquisition) observe(fence int64, err error) {
+	if a.o.observer != nil {
+		a.o.observer.ObserveAcquire(AcquireEvent{Name: a.name, Acquired: err == nil, Wait: time.Since(a.start),
+			Attempts: a.attempts, Fence: fence, Err: err, Campaign: a.o.campaign})
 	}
-	o.observer.ObserveAcquire(AcquireEvent{
-		Name: name, Acquired: err == nil, Wait: time.Since(start),
-		Attempts: attempts, Fence: fence, Err: err,
-		Campaign: o.campaign,
-	})
 }
 
 // take is the way in of every kind.

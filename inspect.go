@@ -395,19 +395,16 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		} else if !ok {
 			return unexpected()
 		}
+		info.TTL = leaseLeft(pttl)
 	}
 	if info.Holders, ok = parseHolders(holders, max(count, 1)); !ok {
 		return unexpected()
 	}
-	if fence != "" {
-		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
-			return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
-		}
+	// No fence counter ("") is fence 0.
+	if info.Fence, err = strconv.ParseInt(cmp.Or(fence, "0"), 10, 64); err != nil {
+		return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
 	}
 	info.Held, info.Metadata, info.Waiters, info.Kind = held == 1, metadata, int(waiters), kind
-	if info.Held {
-		info.TTL = leaseLeft(pttl)
-	}
 	if len(reply) == 11 {
 		n, ok := reply[10].(int64)
 		if !ok || n != 0 && n != 1 {
@@ -465,8 +462,7 @@ func (q *quorumStore) inspect(ctx context.Context, key string) (Info, string, er
 // gather runs read on every node: what each holds, and the majority's holder.
 func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, string, error) {
 	start := time.Now()
-	infos := make([]Info, len(q.nodes))
-	holders := make([]string, len(q.nodes))
+	infos, holders := make([]Info, len(q.nodes)), make([]string, len(q.nodes))
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
 		i := q.index(n)
 		var err error

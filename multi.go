@@ -102,11 +102,10 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		if err != nil {
 			return nil, invalidf("AcquireMulti: names[%d]: %v", i, strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": "))
 		}
-		e := entry{name: name, span: span, keyLen: keyLen, at: i}
+		entries[i] = entry{name: name, span: span, keyLen: keyLen, at: i}
 		if cluster {
-			e.slot = lockrules.Slot(span[:keyLen])
+			entries[i].slot = lockrules.Slot(span[:keyLen])
 		}
-		entries[i] = e
 	}
 	// One global order: overlapping sets take their common names in one order.
 	slices.SortFunc(entries, func(a, b entry) int {
