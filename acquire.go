@@ -114,8 +114,7 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, s
 	if ctx == nil {
 		return "", "", 0, invalidf("nil context")
 	}
-	names, shared, keyLen, err = lockKeysShared(prefix, name)
-	if err != nil {
+	if names, shared, keyLen, err = lockKeysShared(prefix, name); err != nil {
 		return "", "", 0, err
 	}
 	if !c.calls.enter() {

@@ -241,9 +241,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	}
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return reply, err
 }
 

@@ -126,9 +126,7 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		reply = s.run(ctx, plain, true)
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return acquired, fence, holder, err
 }
 
@@ -165,11 +163,9 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 		// Not a number, or a fence that does not match the request.
 		return false, 0, 0, fmt.Errorf("%w %v from the acquire script", errBadReply, val)
 	case n < 0:
-		pttl := int64(-1) // the key has no expiry
-		if n < -1 {
-			pttl = -(n + 2) // no overflow: n + 2 > math.MinInt64
-		}
-		return false, 0, holderTTL(pttl), nil
+		// -1: the key has no expiry, a PTTL of -1 (unknown to holderTTL);
+		// no overflow: n + 2 > math.MinInt64.
+		return false, 0, holderTTL(-(n + 2)), nil
 	}
 	return true, n, 0, nil
 }
@@ -195,9 +191,7 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 	if _, plain := ref.outOfQueue(); plain != nil && isTryAgain(err) {
 		reply, err = s.run(ctx, plain, false).Int64() // a slot in migration
 	}
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return reply, err
 }
 
@@ -225,9 +219,7 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 		return nil, reply, err
 	}
 	reply, err := rel.Int64()
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
@@ -286,8 +278,9 @@ func (s singleStore) pipelined(ctx context.Context, alone bool) func([]*redis.Cm
 	}
 }
 
-func (s singleStore) ranScript() {
-	if s.scripted != nil && !s.scripted.Load() {
+// ranScript notes, when err is nil, that a script of ours ran here (see scripted).
+func (s singleStore) ranScript(err error) {
+	if err == nil && s.scripted != nil && !s.scripted.Load() {
 		s.scripted.Store(true)
 	}
 }
