@@ -121,9 +121,14 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		// Not set: the script says why.
 	}
 	reply := s.run(ctx, ref.acquireCommand(true), ref.waiting)
-	if plain, _ := ref.outOfQueue(); ref.waiting && plain != nil && isTryAgain(reply.Err()) {
-		// A slot in migration: wait without a place in the queue meanwhile.
-		reply = s.run(ctx, plain, true)
+	// A slot in migration: wait without a place in the queue meanwhile.
+	// outOfQueue only after that reply: it rebuilds ref's acquire command in
+	// place, which an attempt given up on (ctx ended, Close) may still be
+	// writing to the server.
+	if ref.waiting && isTryAgain(reply.Err()) {
+		if plain, _ := ref.outOfQueue(); plain != nil {
+			reply = s.run(ctx, plain, true)
+		}
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
 	s.ranScript(err)
@@ -188,8 +193,10 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
 	reply, err := s.run(ctx, ref.releaseArgs[:], false).Int64()
-	if _, plain := ref.outOfQueue(); plain != nil && isTryAgain(err) {
-		reply, err = s.run(ctx, plain, false).Int64() // a slot in migration
+	if isTryAgain(err) { // a slot in migration (outOfQueue: see acquire)
+		if _, plain := ref.outOfQueue(); plain != nil {
+			reply, err = s.run(ctx, plain, false).Int64()
+		}
 	}
 	s.ranScript(err)
 	return reply, err
