@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,11 +53,7 @@ import (
 // call Lock.Release; a Lock dropped while held is released only once the
 // garbage collector finds it.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	o, err := c.callOptions(exclusiveLock, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.acquire(ctx, name, o)
+	return c.take(ctx, exclusiveLock, name, opts, nil)
 }
 
 // acquire is Acquire with its options resolved (RunWithLock's way in).
@@ -64,8 +61,9 @@ func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, e
 	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
 }
 
-// call is what an acquire call of any kind keeps until its verdict.
-type call struct {
+// acquisition is one acquire call of any kind: the one acquisition loop,
+// and what it keeps until its verdict.
+type acquisition struct {
 	c      *Client
 	ctx    context.Context // the caller's, capped at MaxWaitWithoutDeadline when it waits
 	parent context.Context // the caller's: the lock's context gets its values
@@ -84,11 +82,6 @@ type call struct {
 	fence      int64
 	timer      *time.Timer
 	cancelCap  context.CancelFunc
-}
-
-// acquisition is one acquire call of any kind: the one acquisition loop.
-type acquisition struct {
-	call
 	// queued: waits in the server's queue, one token for all attempts;
 	// freshTokens: each attempt has a token of its own (see plan).
 	queued, freshTokens bool
@@ -121,8 +114,7 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, s
 	if ctx == nil {
 		return "", "", 0, invalidf("nil context")
 	}
-	names, shared, keyLen, err = lockKeysShared(prefix, name)
-	if err != nil {
+	if names, shared, keyLen, err = lockKeysShared(prefix, name); err != nil {
 		return "", "", 0, err
 	}
 	if !c.calls.enter() {
@@ -137,27 +129,22 @@ func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, s
 
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
 func (a *acquisition) init(names, shared string, keyLen int, layout func(o *options, r *lockRef)) {
-	a.l = &hold{client: a.c, opts: a.o, name: a.name}
+	a.l = &hold{client: a.c, opts: a.o, name: a.name, ref: lockRef{kind: a.kind}}
 	r := &a.l.ref
-	r.kind = a.kind
 	r.init(names, shared, keyLen, a.o)
 	if layout != nil {
 		layout(a.o, r)
 	}
 	r.commands(a.o)
-	a.patience.strategy = a.o.retry
-	a.patience.observed = a.l
+	a.patience = patience{strategy: a.o.retry, observed: a.l}
 	a.waits = a.patience.mayWait()
 	a.plan(a.waits && a.c.store.queues())
 	if !a.freshTokens {
 		a.setToken()
 	}
-	a.capWait(a.o.campaign) // a campaign (Elect) waits until its ctx ends, however long
-}
-
-// capWait caps a waiting ctx without deadline at MaxWaitWithoutDeadline, unless a campaign waits.
-func (a *call) capWait(campaign bool) {
-	if _, ok := a.ctx.Deadline(); a.waits && !ok && !campaign {
+	// A waiting ctx without deadline is capped at MaxWaitWithoutDeadline,
+	// unless a campaign (Elect) waits: it waits until its ctx ends, however long.
+	if _, ok := a.ctx.Deadline(); a.waits && !ok && !a.o.campaign {
 		a.ctx, a.cancelCap = context.WithDeadlineCause(a.ctx, a.start.Add(MaxWaitWithoutDeadline), errWaitCap)
 	}
 }
@@ -301,7 +288,15 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 		}
 		acquired, a.fence, holderTTL, err = a.c.store.acquire(a.ctx, a.o, r)
 	}
-	a.noteFirst()
+	// Our first attempt's date: one sent for us with a release whose reply
+	// was lost may have queued us, and a hand-over can follow it before our own.
+	if a.attempts == 1 {
+		a.firstSent = a.sent
+		if a.early != nil {
+			a.firstSent = a.early.sent
+		}
+	}
+	a.early = nil
 	// A store's explanation of a refusal (a quorum's counts) goes with the error.
 	a.refusal = nil
 	if errors.Is(err, ErrNotAcquired) {
@@ -323,20 +318,11 @@ func (a *acquisition) attempt() (acquired bool, err error) {
 	if r.multi != nil {
 		a.blocker = r.multi.names[r.multi.blocker]
 	}
-	a.heldFor(holderTTL)
-	return false, nil
-}
-
-// noteFirst dates our first attempt: one sent for us with a release whose reply
-// was lost may have queued us, and a hand-over can follow it before our own.
-func (a *acquisition) noteFirst() {
-	if a.attempts == 1 {
-		a.firstSent = a.sent
-		if a.early != nil {
-			a.firstSent = a.early.sent
-		}
+	a.holderEnds = time.Time{} // when the holder's lease ends, if known
+	if holderTTL > 0 {
+		a.holderEnds = time.Now().Add(holderTTL)
 	}
-	a.early = nil
+	return false, nil
 }
 
 // handedOver returns the lease a hand-over announced (until firstSent+lease
@@ -482,15 +468,8 @@ func transient(err error) bool {
 	if errors.Is(err, errBadReply) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
-	if isUnreachable(err) || errors.Is(err, errTooLate) || errors.Is(err, ErrReplicaAck) {
-		return true
-	}
-	for _, prefix := range notNow {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return false
+	return isUnreachable(err) || errors.Is(err, errTooLate) || errors.Is(err, ErrReplicaAck) ||
+		slices.ContainsFunc(notNow, func(prefix string) bool { return redis.HasErrorPrefix(err, prefix) })
 }
 
 // nothingSent tells whether err says that nothing of an attempt reached
@@ -516,13 +495,6 @@ type failingError struct{ last, why error }
 
 func (e *failingError) Error() string   { return oneLine(e.last.Error()) + "; " + e.why.Error() }
 func (e *failingError) Unwrap() []error { return []error{e.last, e.why} }
-
-func (a *call) heldFor(holder time.Duration) {
-	a.holderEnds = time.Time{}
-	if holder > 0 {
-		a.holderEnds = time.Now().Add(holder)
-	}
-}
 
 // tooLate gives the key back when the reply came after the lease's safe
 // deadline: ErrNotAcquired, the error of a caller that does not wait; a
@@ -567,7 +539,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	}
 	a.l.observeHold(true) // before an alarm could end it
 	a.l.startLeased(a.parent, a.fence, a.sent, took, lease, room)
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, a.l.fence, nil)
+	a.observe(a.l.fence, nil)
 	l := &Lock{h: a.l}
 	if logger := a.o.log(); logger.Enabled(a.parent, slog.LevelDebug) { // no boxing when off
 		logger.Debug("redislock: acquired", "name", a.name, "fence", a.l.fence,
@@ -577,8 +549,8 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	return l, nil
 }
 
-func (a *call) fail(err error) (*Lock, error) {
-	a.c.observeAcquire(a.o, a.name, a.start, a.attempts, 0, err)
+func (a *acquisition) fail(err error) (*Lock, error) {
+	a.observe(0, err)
 	return nil, err
 }
 
@@ -688,14 +660,14 @@ func (a *acquisition) heldError() error {
 }
 
 // holderLeft is " (for 1.2s more)", or "" when the holder's end is unknown.
-func (a *call) holderLeft() string {
+func (a *acquisition) holderLeft() string {
 	if left := time.Until(a.holderEnds); left > 0 {
 		return fmt.Sprintf(" (for %v more)", left.Round(time.Millisecond))
 	}
 	return ""
 }
 
-func (a *call) tally() string {
+func (a *acquisition) tally() string {
 	return "after " + count(a.attempts, "attempt") + " and " + count(a.patience.waits, "wait")
 }
 
@@ -710,10 +682,9 @@ func (a *acquisition) stopped(why error) error {
 		return &failingError{a.failing, fmt.Errorf("gave up waiting after %v, the cap for a context without deadline", MaxWaitWithoutDeadline)}
 	case a.failing != nil:
 		return &failingError{a.failing, fmt.Errorf("gave up waiting after %s: %w", count(a.attempts, "attempt"), why)}
+	case capped && a.held:
+		return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
 	case capped:
-		if a.held {
-			return join(fmt.Errorf("%w: %s still held after waiting %v, the cap for a context without deadline", ErrNotAcquired, a.heldSubject(), MaxWaitWithoutDeadline), a.refusal)
-		}
 		return fmt.Errorf("redislock: %s %s: no answer after waiting %v, the cap for a context without deadline", a.kind.rules().what, a.subjectName(), MaxWaitWithoutDeadline)
 	case a.held:
 		return join(fmt.Errorf("%w: %s: gave up waiting after %s", ErrNotAcquired, a.heldSubject(), count(a.attempts, "attempt")), why, a.refusal)
@@ -728,18 +699,15 @@ var (
 	errClosing = errors.New("client closing")
 )
 
-func (c *Client) observeAcquire(o *options, name string, start time.Time, attempts int, fence int64, err error) {
-	if o.observer == nil {
-		return
+// observe tells the observer, if any, how the call ended.
+func (a *acquisition) observe(fence int64, err error) {
+	if a.o.observer != nil {
+		a.o.observer.ObserveAcquire(AcquireEvent{Name: a.name, Acquired: err == nil, Wait: time.Since(a.start),
+			Attempts: a.attempts, Fence: fence, Err: err, Campaign: a.o.campaign})
 	}
-	o.observer.ObserveAcquire(AcquireEvent{
-		Name: name, Acquired: err == nil, Wait: time.Since(start),
-		Attempts: attempts, Fence: fence, Err: err,
-		Campaign: o.campaign,
-	})
 }
 
-// take is the way in of every kind but Acquire's.
+// take is the way in of every kind.
 func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Option, layout func(o *options, r *lockRef)) (*Lock, error) {
 	o, err := c.callOptions(k, opts)
 	if err != nil {
@@ -756,7 +724,7 @@ func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *op
 	}
 	defer c.calls.exit()
 	c.checkServer(ctx, o)
-	a := acquisition{call: call{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}}
+	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}
 	a.init(names, shared, keyLen, layout)
 	a.l.caller = callerPC(3) // the caller of Acquire, RunWithLock, AcquireShared...
 	defer a.close()
@@ -796,10 +764,10 @@ func (c *Client) callOptions(k lockKind, opts []Option) (*options, error) {
 // Redis cannot be reached), or ErrInvalidArgument for a nil fn. A failed
 // release after fn is logged at Warn, not returned: the lock expires.
 func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return err
-	}
-	if fn == nil {
+	case fn == nil:
 		return invalidf("nil fn for lock %q", name)
 	}
 	o, err := c.resolve(opts)
@@ -807,16 +775,13 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 		return err
 	}
 	l, err := c.acquire(ctx, name, o)
-	if err != nil {
-		if o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
-			o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
-				"name", name, "error", err)
-			if o.observer != nil {
-				o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
-			}
-			return fn(withLock(ctx, nil))
+	if err != nil && o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
+		o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
+			"name", name, "error", err)
+		if o.observer != nil {
+			o.observer.ObserveFailOpen(FailOpenEvent{Name: name, Err: err})
 		}
-		return err
+		return fn(withLock(ctx, nil))
 	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

@@ -27,7 +27,7 @@ func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	info, handed, err := c.store.breakLock(ctx, key)
+	info, handed, err := c.store.breakLock(ctx, key, "")
 	info.Name, info.Key = name, key
 	if err != nil {
 		return info, fmt.Errorf("redislock: break %q: %w", name, err)
@@ -46,18 +46,37 @@ func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 	return info, nil
 }
 
-func (s singleStore) breakLock(ctx context.Context, key string) (Info, bool, error) {
-	info, _, handed, err := parseState(breakScript.Run(ctx, s.rdb, stateKeys(key), s.publishCommand(), handoffClaimMs))
-	return info, handed, err
+func (s singleStore) breakLock(ctx context.Context, key, id string) (Info, bool, error) {
+	info, _, done, err := parseState(runBreak(ctx, s.rdb, key, id, s.publishCommand()))
+	return info, done, err
 }
 
-func (q *quorumStore) breakLock(ctx context.Context, key string) (Info, bool, error) {
-	info, err := q.gather(ctx, "break", func(ctx context.Context, n quorumNode) (Info, string, error) {
+// breakLock breaks on every node; with an id, found: a node had the hold
+// (a quorum has no waiters to hand a broken lock to).
+func (q *quorumStore) breakLock(ctx context.Context, key, id string) (Info, bool, error) {
+	op := "break"
+	if id != "" {
+		op = "break holder"
+	}
+	var found atomic.Bool
+	info, _, err := q.gather(ctx, op, func(ctx context.Context, n quorumNode) (Info, string, error) {
 		// No announcement: a quorum's waiters do not listen (see NewQuorum).
-		info, holder, _, err := parseState(breakScript.Run(ctx, n.rdb, stateKeys(key), "", handoffClaimMs))
+		info, holder, done, err := parseState(runBreak(ctx, n.rdb, key, id, ""))
+		if done && id != "" {
+			found.Store(true)
+		}
 		return info, holder, err
 	})
-	return info, false, err
+	return info, found.Load(), err
+}
+
+// runBreak runs lua/break.lua on the lock at key, or, with an id,
+// lua/break_holder.lua on that hold; publish: the announcement's command.
+func runBreak(ctx context.Context, rdb redis.Scripter, key, id string, publish any) *redis.Cmd {
+	if id == "" {
+		return breakScript.Run(ctx, rdb, stateKeys(key), publish, handoffClaimMs)
+	}
+	return breakHolderScript.Run(ctx, rdb, stateKeys(key), id, publish, handoffClaimMs)
 }
 
 // BreakHolder ends one hold of the lock called name, the one whose ID is id
@@ -91,7 +110,7 @@ func (c *Client) BreakHolder(ctx context.Context, name, id string) (Info, error)
 	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
 		return Info{}, invalidf("holder ID %q is not 16 lowercase hex digits (see HolderInfo.ID)", id)
 	}
-	info, found, err := c.store.breakHolder(ctx, key, id)
+	info, found, err := c.store.breakLock(ctx, key, id)
 	info.Name, info.Key = name, key
 	switch {
 	case err != nil:
@@ -102,24 +121,6 @@ func (c *Client) BreakHolder(ctx context.Context, name, id string) (Info, error)
 	c.opts.log().Warn("redislock: holder broken", "name", name, "holder", id, "kind", info.Kind,
 		"holders", info.Count, "fence", info.Fence, "waiters", info.Waiters)
 	return info, nil
-}
-
-func (s singleStore) breakHolder(ctx context.Context, key, id string) (Info, bool, error) {
-	info, _, found, err := parseState(breakHolderScript.Run(ctx, s.rdb, stateKeys(key), id, s.publishCommand(), handoffClaimMs))
-	return info, found, err
-}
-
-func (q *quorumStore) breakHolder(ctx context.Context, key, id string) (Info, bool, error) {
-	var found atomic.Bool
-	info, err := q.gather(ctx, "break holder", func(ctx context.Context, n quorumNode) (Info, string, error) {
-		// No announcement: a quorum's waiters do not listen (see NewQuorum).
-		info, holder, ended, err := parseState(breakHolderScript.Run(ctx, n.rdb, stateKeys(key), id, "", handoffClaimMs))
-		if ended {
-			found.Store(true)
-		}
-		return info, holder, err
-	})
-	return info, found.Load(), err
 }
 
 // breakHolderScript is lua/break_holder.lua, which runs the release scripts

@@ -38,13 +38,12 @@ import (
 // wrapped. Each term is logged at Info, and announced at its start and end
 // for ObserveLeader; Leader says who leads.
 func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.Context) error, opts ...Option) error {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return err
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return invalidf("nil context")
-	}
-	if lead == nil {
+	case lead == nil:
 		return invalidf("nil lead function for election %q", name)
 	}
 	o, err := c.campaignOptions(opts)
@@ -73,13 +72,10 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		// Observers hear the term begin while lead starts: the
 		// announcement is not on lead's way. (A goroutine per term, which
 		// this call waits for.)
-		announced := make(chan struct{})
-		go func() {
-			defer close(announced)
-			c.announceTerm(ctx, key, o.ttl/3)
-		}()
-		leadErr := l.run(ctx, lead)
-		<-announced
+		var announcing sync.WaitGroup
+		announcing.Go(func() { c.announceTerm(ctx, key, o.ttl/3) })
+		leadErr := l.run(ctx, lead, nil)
+		announcing.Wait()
 		// Ended: released (maybe handed over), lost, or closed (then Close
 		// announces it too, once it released the lock). A release with
 		// nobody in line announces nothing itself (see release.lua).
@@ -115,10 +111,9 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	if !resolved.watchdog {
 		return nil, invalidf("Elect needs the watchdog: a leader's lease would run out under it")
 	}
-	o := new(options)
-	*o = *resolved
+	o := *resolved
 	o.retry, o.campaign = campaignRetry{every: o.ttl}, true
-	return o, nil
+	return &o, nil
 }
 
 // campaignRetry's waits never run out: a queued campaigner asks when woken
@@ -194,34 +189,7 @@ type leaderTerm struct {
 
 // readTerm reads the election's lock, as Inspect does.
 func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
-	var (
-		info Info
-		hold string
-		err  error
-	)
-	switch s := c.store.(type) {
-	case singleStore:
-		info, hold, err = parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
-	case *quorumStore:
-		var mu sync.Mutex
-		holders := map[string]string{} // by node label
-		info, err = s.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
-			info, holder, err := parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
-			mu.Lock()
-			holders[n.label] = holder
-			mu.Unlock()
-			return info, holder, err
-		})
-		mu.Lock()
-		for _, node := range info.Nodes {
-			if node.Majority {
-				hold = holders[node.Node]
-			}
-		}
-		mu.Unlock()
-	default:
-		return leaderTerm{}, fmt.Errorf("a %T cannot read a leader", c.store)
-	}
+	info, hold, err := c.store.inspect(ctx, key)
 	switch {
 	case err != nil:
 		return leaderTerm{}, err
@@ -280,10 +248,8 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		// A room of its own, outside the Client's rooms: the notifier wakes
 		// it at any announcement but a hand-over's (those are on waiters'
 		// channels, and the new leader announces its term).
-		var (
-			room  *waitRoom
-			ready <-chan struct{}
-		)
+		var room *waitRoom
+		var ready <-chan struct{}
 		if n := c.rooms().notifier; n != nil {
 			room = &waitRoom{key: key}
 			sub := n.subscribe(room, lockrules.Released(key), lockrules.Leader(key))
@@ -292,10 +258,8 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		}
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		var (
-			last    leaderTerm
-			longest time.Duration // the longest lease seen: the TTL as far as it shows
-		)
+		var last leaderTerm
+		var longest time.Duration // the longest lease seen: the TTL as far as it shows
 		for first := true; ; {
 			var woken <-chan struct{}
 			if room != nil {

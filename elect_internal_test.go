@@ -24,7 +24,7 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	require.NoError(t, err)
 	names, shared, keyLen, err := lockKeysShared(o.prefix, "leader")
 	require.NoError(t, err)
-	a := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", kind: exclusiveLock, start: time.Now()}}
+	a := acquisition{c: c, ctx: context.Background(), parent: context.Background(), o: o, name: "leader", kind: exclusiveLock, start: time.Now()}
 	a.init(names, shared, keyLen, nil)
 	defer a.close()
 	_, hasDeadline := a.ctx.Deadline()
@@ -35,7 +35,7 @@ func TestACampaignHasNoWaitingCap(t *testing.T) {
 	}
 
 	// An Acquire with the same defaults keeps its cap.
-	plain := acquisition{call: call{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", kind: exclusiveLock, start: time.Now()}}
+	plain := acquisition{c: c, ctx: context.Background(), parent: context.Background(), o: &c.opts, name: "leader", kind: exclusiveLock, start: time.Now()}
 	plain.init(names, shared, keyLen, nil)
 	defer plain.close()
 	_, hasDeadline = plain.ctx.Deadline()

@@ -83,7 +83,7 @@ func TestAHandedOverLockIsTakenOnlyWithLeaseToSpare(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&o)
 			}
-			a := &acquisition{call: call{o: &o, attempts: 1}, queued: true, ticket: ticket, firstSent: time.Now().Add(-tc.waited)}
+			a := &acquisition{o: &o, attempts: 1, queued: true, ticket: ticket, firstSent: time.Now().Add(-tc.waited)}
 			a.room = &waitRoom{}
 			a.room.expect(ticket)
 			require.True(t, a.room.wants(tc.announced))

@@ -101,7 +101,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	info, err := c.store.inspect(ctx, key)
+	info, _, err := c.store.inspect(ctx, key)
 	info.Name, info.Key = name, key
 	if err != nil {
 		return info, fmt.Errorf("redislock: inspect %q: %w", name, err)
@@ -190,7 +190,7 @@ func (c *Client) listNode(ctx context.Context, node scanTarget, match string, se
 			}
 		}
 		for batch := range slices.Chunk(fresh, listBatch) {
-			infos, errs := c.store.inspectMany(ctx, batch)
+			infos, _, errs := c.store.inspectMany(ctx, batch)
 			for i, info := range infos {
 				info.Name, _ = lockrules.Name(c.opts.prefix, batch[i])
 				info.Key = batch[i]
@@ -251,12 +251,7 @@ func (q *quorumStore) scanned(ctx context.Context) []scanTarget {
 
 // inspectMany is inspect for many keys, in one pipeline (a Cluster's
 // client sends each node its part).
-func (s singleStore) inspectMany(ctx context.Context, keys []string) ([]Info, []error) {
-	infos, _, errs := s.inspectEach(ctx, keys)
-	return infos, errs
-}
-
-func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error) {
+func (s singleStore) inspectMany(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error) {
 	cmds := make([][]any, len(keys))
 	for i, key := range keys {
 		cmds[i] = []any{"evalsha", inspectSHA, 6}
@@ -273,17 +268,17 @@ func (s singleStore) inspectEach(ctx context.Context, keys []string) (infos []In
 
 // inspectMany asks every node once for all keys, then makes each key's
 // Info as inspect does.
-func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, []error) {
+func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, []string, []error) {
 	start := time.Now()
 	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
 	// A batch is up to listBatch scripts: at least a second per node, so that
 	// a loaded node is not given up on for the batch's size alone.
 	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, n quorumNode) answer {
 		i := q.index(n)
-		infos[i], holders[i], errs[i] = n.inspectEach(ctx, keys)
+		infos[i], holders[i], errs[i] = n.inspectMany(ctx, keys)
 		return answer{}
 	}, nil)
-	out, outErrs := make([]Info, len(keys)), make([]error, len(keys))
+	out, outHolders, outErrs := make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
 	for k := range keys {
 		each, eachInfo, eachHolder := slices.Clone(answers), make([]Info, len(q.nodes)), make([]string, len(q.nodes))
 		for i, n := range q.nodes {
@@ -294,20 +289,19 @@ func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, [
 				}
 			}
 		}
-		out[k], outErrs[k] = q.combine("inspect", start, each, eachInfo, eachHolder)
+		out[k], outHolders[k], outErrs[k] = q.combine("inspect", start, each, eachInfo, eachHolder)
 	}
-	return out, outErrs
+	return out, outHolders, outErrs
 }
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return "", err
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return "", invalidf("nil context")
-	}
-	if c.defaultsErr != nil {
+	case c.defaultsErr != nil:
 		return "", c.defaultsErr
 	}
 	names, keyLen, err := lockKeys(c.opts.prefix, name)
@@ -321,9 +315,8 @@ func stateKeys(key string) []string {
 	return []string{key, lockrules.Fence(key), lockrules.Queue(key), lockrules.Expiry(key), lockrules.Shared(key), key + lockrules.LimitSuffix}
 }
 
-func (s singleStore) inspect(ctx context.Context, key string) (Info, error) {
-	info, _, err := parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
-	return info, err
+func (s singleStore) inspect(ctx context.Context, key string) (Info, string, error) {
+	return parseInspect(inspectScript.Run(ctx, s.rdb, stateKeys(key)))
 }
 
 // parseInspect reads lua/inspect.lua's reply: lua/state.lua's (parseState),
@@ -402,19 +395,16 @@ func parseState(cmd *redis.Cmd) (info Info, holder string, handed bool, err erro
 		} else if !ok {
 			return unexpected()
 		}
+		info.TTL = leaseLeft(pttl)
 	}
 	if info.Holders, ok = parseHolders(holders, max(count, 1)); !ok {
 		return unexpected()
 	}
-	if fence != "" {
-		if info.Fence, err = strconv.ParseInt(fence, 10, 64); err != nil {
-			return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
-		}
+	// No fence counter ("") is fence 0.
+	if info.Fence, err = strconv.ParseInt(cmp.Or(fence, "0"), 10, 64); err != nil {
+		return Info{}, "", false, notALockError{fmt.Sprintf("the fence counter holds %q, not a number", fence), nil}
 	}
 	info.Held, info.Metadata, info.Waiters, info.Kind = held == 1, metadata, int(waiters), kind
-	if info.Held {
-		info.TTL = leaseLeft(pttl)
-	}
 	if len(reply) == 11 {
 		n, ok := reply[10].(int64)
 		if !ok || n != 0 && n != 1 {
@@ -463,17 +453,16 @@ func leaseLeft(millis int64) time.Duration {
 	return max(time.Duration(millis)*time.Millisecond, time.Millisecond)
 }
 
-func (q *quorumStore) inspect(ctx context.Context, key string) (Info, error) {
+func (q *quorumStore) inspect(ctx context.Context, key string) (Info, string, error) {
 	return q.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
 		return parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
 	})
 }
 
 // gather runs read on every node: what each holds, and the majority's holder.
-func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, error) {
+func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, string, error) {
 	start := time.Now()
-	infos := make([]Info, len(q.nodes))
-	holders := make([]string, len(q.nodes))
+	infos, holders := make([]Info, len(q.nodes)), make([]string, len(q.nodes))
 	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
 		i := q.index(n)
 		var err error
@@ -488,8 +477,9 @@ func (q *quorumStore) index(n quorumNode) int {
 }
 
 // combine makes one Info of the nodes' answers and Infos (holders: the
-// digest of each node's value): each node's view, and the majority's.
-func (q *quorumStore) combine(op string, start time.Time, answers []answer, infos []Info, holders []string) (Info, error) {
+// digest of each node's value): each node's view, and the majority's, with
+// its holder's digest ("" when no majority holds the name).
+func (q *quorumStore) combine(op string, start time.Time, answers []answer, infos []Info, holders []string) (Info, string, error) {
 	var info Info
 	counts := make(map[string]int)
 	var errs []error
@@ -506,11 +496,12 @@ func (q *quorumStore) combine(op string, start time.Time, answers []answer, info
 		info.Nodes = append(info.Nodes, node)
 	}
 	var leases []time.Duration
-	var id string
+	var id, hold string
 	for i := range info.Nodes {
 		node := &info.Nodes[i]
 		if node.Err == nil && node.Held && counts[holders[i]] >= q.needed {
-			node.Majority, info.Held, info.Metadata = true, true, node.Metadata
+			// One value holds a majority: every such node has its digest.
+			node.Majority, info.Held, info.Metadata, hold = true, true, node.Metadata, holders[i]
 			if h := infos[i].Holders; len(h) > 0 {
 				id = h[0].ID // one value, so one ID, on each such node
 			}
@@ -523,25 +514,17 @@ func (q *quorumStore) combine(op string, start time.Time, answers []answer, info
 		info.Holders = []HolderInfo{{ID: id, Metadata: info.Metadata, TTL: info.TTL}}
 	}
 	if answered := len(q.nodes) - len(errs); answered < q.needed {
-		return info, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
+		return info, hold, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
 			Failed: len(errs), Elapsed: time.Since(start), Errors: errs}
 	}
-	return info, nil
+	return info, hold, nil
 }
 
 // majorityLease is the needed-th longest of the majority's leases (a lease
 // without expiry counts as the longest).
 func majorityLease(leases []time.Duration, needed int) time.Duration {
-	slices.SortFunc(leases, func(a, b time.Duration) int {
-		switch {
-		case a < 0 && b < 0:
-			return 0
-		case a < 0:
-			return -1
-		case b < 0:
-			return 1
-		}
-		return cmp.Compare(b, a)
-	})
+	// Longest first; as uint64, a lease without expiry (negative) is above
+	// every running one.
+	slices.SortFunc(leases, func(a, b time.Duration) int { return cmp.Compare(uint64(b), uint64(a)) })
 	return leases[needed-1]
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,6 +34,7 @@ const (
 type kindRules struct {
 	call string // the method that takes it, in errors
 	what string // the call, in error words: "acquire shared"
+	word string // what names the lock in errors, before its name: "semaphore "
 	// handsOut: what it gives, in error words; info: its name in Info.Kind.
 	handsOut, info string
 	// mark is what a waiter's token carries after its Client's tag (see
@@ -79,10 +79,10 @@ var kinds = [...]kindRules{
 	sharedHold: {call: "AcquireShared", what: "acquire shared", handsOut: "a share", info: kindShared, mark: "s",
 		acquireSHA: sharedAcquireSHA, releaseSHA: sharedReleaseSHA, extend: sharedExtendScript, pttl: sharedPTTLScript,
 		holdersKey: true, oneToken: true, queuesOnServer: true, setsAlone: true},
-	semaphoreSlot: {call: "AcquireSemaphore", what: "acquire semaphore", handsOut: "a slot", info: kindSemaphore, mark: "n",
+	semaphoreSlot: {call: "AcquireSemaphore", what: "acquire semaphore", word: "semaphore ", handsOut: "a slot", info: kindSemaphore, mark: "n",
 		acquireSHA: semAcquireSHA, releaseSHA: semReleaseSHA, extend: semExtendScript, pttl: semPTTLScript,
 		holdersKey: true, queuesOnServer: true, setsAlone: true},
-	multiLock: {call: "AcquireMulti", what: "acquire multi", handsOut: "locks", info: kindLock,
+	multiLock: {call: "AcquireMulti", what: "acquire multi", word: "multi lock ", handsOut: "locks", info: kindLock,
 		acquireSHA: multiAcquireSHA, releaseSHA: multiReleaseSHA, takesTurn: true},
 }
 
@@ -198,19 +198,9 @@ func (r *lockRef) releaseOutOfQueue() []any {
 	return []any{"evalsha", releaseSHA, 1, r.keyArg, &r.token, r.releaseArgs[8]}
 }
 
-// extendCommand is the extend script of r's kind and its keys.
-func extendCommand(r *extendRequest) (*redis.Script, []string) {
-	return r.kind.rules().extend, scriptKeys(r.kind, r.key, r.extraKey)
-}
-
-// pttlCommand is the pttl script of r's kind and its keys (a semaphore's
-// reads only the first).
-func (r *lockRef) pttlCommand() (*redis.Script, []string) {
-	return r.kind.rules().pttl, scriptKeys(r.kind, r.key, r.extraKey)
-}
-
-// scriptKeys are the keys of a kind's extend and pttl scripts.
-func scriptKeys(k lockKind, key, extraKey string) []string {
+// scriptKeys are the keys of k's extend and pttl scripts (kindRules.extend
+// and pttl; a semaphore's pttl reads only the first).
+func (k lockKind) scriptKeys(key, extraKey string) []string {
 	if k.rules().holdersKey {
 		return []string{key, extraKey}
 	}
@@ -283,24 +273,14 @@ func readKind(info *Info, kind string, count int64, limit, metadata, holder stri
 
 // # The error words of each kind
 
-// subject names the lock in errors.
-func (a *acquisition) subject() string {
-	switch a.kind {
-	case semaphoreSlot:
-		return fmt.Sprintf("semaphore %q", a.name)
-	case multiLock:
-		if n := len(a.l.ref.multi.names); n > 1 {
-			return fmt.Sprintf("multi lock %q and %d more names", a.name, n-1)
-		}
-		return fmt.Sprintf("multi lock %q", a.name)
-	}
-	return fmt.Sprintf("%q", a.name)
-}
+// subject names the lock in errors: its kind's word, then subjectName.
+func (a *acquisition) subject() string { return a.kind.rules().word + a.subjectName() }
 
-// subjectName is subject without the kind's word.
+// subjectName is subject without the kind's word: a multi lock's first
+// name, and how many more it has.
 func (a *acquisition) subjectName() string {
-	if a.kind == multiLock {
-		return strings.TrimPrefix(a.subject(), "multi lock ")
+	if m := a.l.ref.multi; m != nil && len(m.names) > 1 {
+		return fmt.Sprintf("%q and %d more names", a.name, len(m.names)-1)
 	}
 	return fmt.Sprintf("%q", a.name)
 }

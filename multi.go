@@ -35,10 +35,9 @@ const MaxMultiNames = 1000
 // Ring Client. A failed call leaves no name held. On success the caller
 // must call Lock.Release.
 func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return nil, err
-	}
-	switch {
 	case ctx == nil:
 		return nil, invalidf("nil context")
 	case len(names) == 0:
@@ -61,8 +60,7 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 // name's keys, in the order they are taken, and the groups one script each
 // takes. Written before the Lock is handed out, and never again but lost.
 type multiRef struct {
-	first   string // the caller's names[0]
-	firstAt int    // its place in names
+	firstAt int // the place in names of the caller's names[0], the Lock's name
 	// blocker: the place of the name that kept the last attempt out;
 	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
@@ -104,17 +102,16 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		if err != nil {
 			return nil, invalidf("AcquireMulti: names[%d]: %v", i, strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": "))
 		}
-		e := entry{name: name, span: span, keyLen: keyLen, at: i}
+		entries[i] = entry{name: name, span: span, keyLen: keyLen, at: i}
 		if cluster {
-			e.slot = lockrules.Slot(span[:keyLen])
+			entries[i].slot = lockrules.Slot(span[:keyLen])
 		}
-		entries[i] = e
 	}
 	// One global order: overlapping sets take their common names in one order.
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
-	m := &multiRef{first: names[0], fences: make([]int64, len(names))}
+	m := &multiRef{fences: make([]int64, len(names))}
 	n := len(entries)
 	all := make([]string, 4*n)
 	m.names, m.keys, m.spans, m.queueKeys = all[:n], all[n:2*n], all[2*n:3*n], all[3*n:]
@@ -144,7 +141,7 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 // fresh is m for another attempt's ref (see acquisition.giveBack): its
 // layout shared, its commands to prepare, its fences and blocker its own.
 func (m *multiRef) fresh() *multiRef {
-	return &multiRef{first: m.first, firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
+	return &multiRef{firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
 		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
 }
 
@@ -169,16 +166,6 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-func (m *multiRef) queues() (queues, expiries []string) { return m.queueKeys, m.spans }
-
-// lostName is the name a loss reports: one a script found not ours, or first.
-func (m *multiRef) lostName() string {
-	if i := m.lost.Load(); i > 0 {
-		return m.names[i-1]
-	}
-	return m.first
-}
-
 // verdict reads the {code, i} reply of a group's extend, release or pttl
 // script, recording names[g.from+i-1] as lost when there is an i.
 func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
@@ -187,14 +174,14 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
 		return 0, err
 	}
 	code, ok := vals[0].(int64)
-	if !ok || len(vals) > 2 {
+	i, okAt := int64(0), true // i: 1 + the place in g of a name not ours; 0: none
+	if len(vals) == 2 {
+		i, okAt = vals[1].(int64)
+	}
+	if !ok || !okAt || len(vals) > 2 || len(vals) == 2 && i < 1 || i > int64(g.to-g.from) {
 		return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
 	}
-	if len(vals) == 2 {
-		i, ok := vals[1].(int64)
-		if !ok || i < 1 || i > int64(g.to-g.from) {
-			return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
-		}
+	if i > 0 {
 		m.lost.Store(int64(g.from) + i)
 	}
 	return code, nil
@@ -254,9 +241,7 @@ func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (
 		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	}
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return reply, err
 }
 
@@ -287,20 +272,20 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 func (s singleStore) abandonWithMulti(ctx context.Context, refs []*lockRef) ([]int64, []error) {
 	replies, errs := make([]int64, len(refs)), make([]error, len(refs))
 	var singles []*lockRef
-	var at, multis []int
+	var at []int
+	multis := make(chan int, len(refs)) // the multi locks' places, for the goroutines to take
 	for i, ref := range refs {
 		if ref.multi != nil {
-			multis = append(multis, i)
+			multis <- i
 		} else {
 			singles, at = append(singles, ref), append(at, i)
 		}
 	}
-	var next atomic.Int64
+	close(multis)
 	var wg sync.WaitGroup
 	for range min(multiGiveBacks, len(multis)) {
 		wg.Go(func() {
-			for n := next.Add(1) - 1; n < int64(len(multis)); n = next.Add(1) - 1 {
-				i := multis[n]
+			for i := range multis {
 				replies[i], errs[i] = s.releaseMulti(ctx, refs[i], len(refs[i].multi.groups))
 			}
 		})
@@ -336,9 +321,11 @@ func (l *Lock) FenceOf(name string) (int64, bool) {
 	return m.fences[i], true
 }
 
+// lostName is the name a loss reports: a multi lock's name a script found
+// not ours (see multiRef.lost), else the Lock's name (a multi lock's first).
 func (l *hold) lostName() string {
-	if l.ref.multi != nil {
-		return l.ref.multi.lostName()
+	if m := l.ref.multi; m != nil && m.lost.Load() > 0 {
+		return m.names[m.lost.Load()-1]
 	}
 	return l.name
 }
@@ -363,7 +350,7 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		if err == nil && took && ackErr != nil {
 			// Not safe to hold: a failover could lose it. (One group: no
 			// WithReplicaAck on a Cluster.) The caller gives it back, as
-			// acquireAcked's.
+			// it does a single lock's (see singleStore.acquire).
 			return false, 0, 0, ackErr
 		}
 		if err != nil {
@@ -392,9 +379,8 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	if o.fencing {
 		fenced, extra = "1", append(extra, m.fenceKeys)
 	}
-	if ref.waiting {
-		queues, expiries := m.queues()
-		extra, wait = append(extra, queues, expiries), queueHoldArg
+	if ref.waiting { // the queues, and their expiries' keys
+		extra, wait = append(extra, m.queueKeys, m.spans), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
 	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
@@ -452,8 +438,5 @@ func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(c
 		return invalidf("nil fn for locks %q", names)
 	}
 	l, err := c.AcquireMulti(ctx, names, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

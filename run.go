@@ -14,8 +14,13 @@ func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }
 
-// run runs fn holding l, and releases it (see RunWithLock).
-func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+// run runs fn holding l, and releases it (see RunWithLock); when the
+// acquire that was to give l failed with acquireErr, fn does not run and
+// run returns acquireErr.
+func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error, acquireErr error) (err error) {
+	if acquireErr != nil {
+		return acquireErr
+	}
 	defer runtime.SetFinalizer(l, nil) // in use, then released (see Release)
 	runCtx, cancel := context.WithCancelCause(withLock(ctx, l))
 	lockCtx := l.Context()

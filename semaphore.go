@@ -26,10 +26,10 @@ const MaxSemaphoreLimit = 100_000
 // call leaves no slot held and no place in the queue. On success the
 // caller must call Lock.Release.
 func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, opts ...Option) (*Lock, error) {
-	if err := c.usable(); err != nil {
+	switch err := c.usable(); {
+	case err != nil:
 		return nil, err
-	}
-	if limit < 1 || limit > MaxSemaphoreLimit {
+	case limit < 1 || limit > MaxSemaphoreLimit:
 		return nil, invalidf("semaphore limit %d is outside 1..%d", limit, MaxSemaphoreLimit)
 	}
 	return c.take(ctx, semaphoreSlot, name, opts, layoutSemaphore(limit))
@@ -43,8 +43,5 @@ func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, f
 		return invalidf("nil fn for semaphore %q", name)
 	}
 	l, err := c.AcquireSemaphore(ctx, name, limit, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

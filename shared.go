@@ -30,8 +30,5 @@ func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx
 		return invalidf("nil fn for shared lock %q", name)
 	}
 	l, err := c.AcquireShared(ctx, name, opts...)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
+	return l.run(ctx, fn, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -92,7 +93,15 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 	case ref.multi != nil:
 		return s.acquireMulti(ctx, o, ref)
 	case o.replicas > 0:
-		return s.acquireAcked(ctx, o, ref)
+		// With WithReplicaAck's WAIT, an attempt that took the lock but too
+		// few replicas acknowledged fails with ErrReplicaAck: not safe to
+		// hold, a failover could lose it; the caller gives it back
+		// (acquisition.failed).
+		reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireCommand(true))
+		if acquired, fence, holder, err := parseAcquire(reply, o.fencing); err != nil || !acquired || ackErr == nil {
+			return acquired, fence, holder, err
+		}
+		return false, 0, 0, ackErr
 	}
 	first := !ref.attempted
 	ref.attempted = true
@@ -112,28 +121,15 @@ func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (boo
 		// Not set: the script says why.
 	}
 	reply := s.run(ctx, ref.acquireCommand(true), ref.waiting)
+	// A slot in migration: wait without a place in the queue meanwhile.
+	// Built only after that reply (see acquireOutOfQueue).
 	if ref.waiting && isTryAgain(reply.Err()) {
 		if plain := ref.acquireOutOfQueue(); plain != nil {
-			// A slot in migration: wait without a place in the queue meanwhile.
 			reply = s.run(ctx, plain, true)
 		}
 	}
 	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
-	if err == nil {
-		s.ranScript()
-	}
-	return acquired, fence, holder, err
-}
-
-// acquireAcked is an attempt with WithReplicaAck's WAIT. One it took that
-// too few replicas acknowledged fails with ErrReplicaAck: not safe to hold,
-// a failover could lose it; the caller gives it back (acquisition.failed).
-func (s singleStore) acquireAcked(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
-	reply, ackErr := runAcked(ctx, s.rdb, o, ref.acquireCommand(true))
-	acquired, fence, holder, err := parseAcquire(reply, o.fencing)
-	if err == nil && acquired && ackErr != nil {
-		return false, 0, 0, ackErr
-	}
+	s.ranScript(err)
 	return acquired, fence, holder, err
 }
 
@@ -170,11 +166,9 @@ func parseAcquire(cmd *redis.Cmd, fencing bool) (acquired bool, fence int64, hol
 		// Not a number, or a fence that does not match the request.
 		return false, 0, 0, fmt.Errorf("%w %v from the acquire script", errBadReply, val)
 	case n < 0:
-		pttl := int64(-1) // the key has no expiry
-		if n < -1 {
-			pttl = -(n + 2) // no overflow: n + 2 > math.MinInt64
-		}
-		return false, 0, holderTTL(pttl), nil
+		// -1: the key has no expiry, a PTTL of -1 (unknown to holderTTL);
+		// no overflow: n + 2 > math.MinInt64.
+		return false, 0, holderTTL(-(n + 2)), nil
 	}
 	return true, n, 0, nil
 }
@@ -183,8 +177,7 @@ func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error)
 	if r.multi != nil {
 		return s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
 	}
-	script, keys := extendCommand(&r)
-	cmd, ackErr := runScript(ctx, s.rdb, r.opts, script, keys, r.token, r.ttl.Milliseconds())
+	cmd, ackErr := runScript(ctx, s.rdb, r.opts, r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds())
 	reply, err := cmd.Int64()
 	s.slots.note(err)
 	if err == nil && reply == replyDone && ackErr != nil {
@@ -198,12 +191,12 @@ func (s singleStore) release(ctx context.Context, ref *lockRef) (int64, error) {
 		return s.releaseMulti(ctx, ref, len(ref.multi.groups))
 	}
 	reply, err := s.run(ctx, ref.releaseArgs[:], false).Int64()
-	if plain := ref.releaseOutOfQueue(); plain != nil && isTryAgain(err) {
-		reply, err = s.run(ctx, plain, false).Int64() // a slot in migration
+	if isTryAgain(err) { // a slot in migration
+		if plain := ref.releaseOutOfQueue(); plain != nil {
+			reply, err = s.run(ctx, plain, false).Int64()
+		}
 	}
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return reply, err
 }
 
@@ -231,19 +224,15 @@ func (s singleStore) releaseAndAttempt(ctx context.Context, ref, next *lockRef) 
 		return nil, reply, err
 	}
 	reply, err := rel.Int64()
-	if err == nil {
-		s.ranScript()
-	}
+	s.ranScript(err)
 	return &earlyAttempt{sent: sent, reply: acq}, reply, err
 }
 
 // abandon sends each ref's release as a waiter that leaves (ARGV[4]), in one
 // pipeline per node (see eachNode).
 func (s singleStore) abandon(ctx context.Context, refs []*lockRef) ([]int64, []error) {
-	for _, ref := range refs {
-		if ref.multi != nil {
-			return s.abandonWithMulti(ctx, refs)
-		}
+	if slices.ContainsFunc(refs, func(ref *lockRef) bool { return ref.multi != nil }) {
+		return s.abandonWithMulti(ctx, refs)
 	}
 	return s.eachNode(refs, func(refs []*lockRef) ([]int64, []error) { return s.abandonOn(ctx, refs) })
 }
@@ -294,8 +283,9 @@ func (s singleStore) pipelined(ctx context.Context, alone bool) func([]*redis.Cm
 	}
 }
 
-func (s singleStore) ranScript() {
-	if s.scripted != nil && !s.scripted.Load() {
+// ranScript notes, when err is nil, that a script of ours ran here (see scripted).
+func (s singleStore) ranScript(err error) {
+	if err == nil && s.scripted != nil && !s.scripted.Load() {
 		s.scripted.Store(true)
 	}
 }
@@ -308,8 +298,7 @@ func (s singleStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 	if ref.multi != nil {
 		return s.pttlMulti(ctx, ref)
 	}
-	script, keys := ref.pttlCommand()
-	return runOn(ctx, s.rdb, scriptArgs(script, keys, ref.token)).Int64()
+	return runOn(ctx, s.rdb, scriptArgs(ref.kind.rules().pttl, ref.kind.scriptKeys(ref.key, ref.extraKey), ref.token)).Int64()
 }
 
 // runOn sends a script command on rdb, not batched (see runScripts).
@@ -328,45 +317,36 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, scrip
 	return runAcked(ctx, rdb, o, scriptArgs(script, keys, args...))
 }
 
-func wait(ctx context.Context, pipe redis.Pipeliner, o *options) func() (int64, error) {
-	// go-redis' own WAIT (which also stretches the read timeout) is on
-	// the concrete pipeline type only.
-	if waiter, ok := pipe.(interface {
-		Wait(context.Context, int, time.Duration) *redis.IntCmd
-	}); ok {
-		return waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
-	}
-	return pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
-}
-
 // runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
-// keys, args): the script and WAIT in one pipeline.
+// keys, args): the script and WAIT in one pipeline. ackErr is nil when
+// enough replicas acknowledged the script (or the script failed).
 func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, command []any) (reply *redis.Cmd, ackErr error) {
 	cmds := []*redis.Cmd{scriptCmd(ctx, command)}
-	var acked func() (int64, error)
+	var acked func() (int64, error) // WAIT's reply
 	runScripts(ctx, cmds, func(cmds []*redis.Cmd) {
 		pipe := rdb.Pipeline()
 		_ = pipe.Process(ctx, cmds[0])
-		acked = wait(ctx, pipe, o)
+		// go-redis' own WAIT (which also stretches the read timeout) is on
+		// the concrete pipeline type only.
+		if waiter, ok := pipe.(interface {
+			Wait(context.Context, int, time.Duration) *redis.IntCmd
+		}); ok {
+			acked = waiter.Wait(ctx, o.replicas, o.replicaTimeout).Result
+		} else {
+			acked = pipe.Do(ctx, "wait", o.replicas, o.replicaTimeout.Milliseconds()).Int64
+		}
 		_, _ = pipe.Exec(ctx) // errors are read from each command
 	})
-	return cmds[0], ackOf(cmds[0], acked, o)
-}
-
-// ackOf is the ErrReplicaAck of a script's reply whose WAIT answered
-// acked, nil when enough replicas acknowledged it (or the script failed).
-func ackOf(reply *redis.Cmd, acked func() (int64, error), o *options) error {
-	if reply.Err() != nil {
-		return nil
+	if reply = cmds[0]; reply.Err() != nil {
+		return reply, nil
 	}
-	n, err := acked()
-	if err != nil {
-		return fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	switch n, err := acked(); {
+	case err != nil:
+		return reply, fmt.Errorf("%w: WAIT failed: %w", ErrReplicaAck, err)
+	case n < int64(o.replicas):
+		return reply, fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
 	}
-	if n < int64(o.replicas) {
-		return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrReplicaAck, n, o.replicas, o.replicaTimeout)
-	}
-	return nil
+	return reply, nil
 }
 
 // extendBatch extends many locks, on one node, in one pipeline (see
@@ -377,8 +357,8 @@ func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
 			continue // one by one, below
 		}
-		script, keys := extendCommand(&reqs[i])
-		cmds[i] = scriptCmd(ctx, scriptArgs(script, keys, reqs[i].token, reqs[i].ttl.Milliseconds()))
+		r := &reqs[i]
+		cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	}
 	runScripts(ctx, cmds, s.pipelined(ctx, false))
 	for i := range reqs {

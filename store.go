@@ -28,18 +28,18 @@ type store interface {
 	// pttl returns ref's lease left in ms, or -2 (gone) / -3 (foreign).
 	pttl(ctx context.Context, ref *lockRef) (int64, error)
 	// inspect reads the lock at key (lua/state.lua); a quorum every node.
-	inspect(ctx context.Context, key string) (Info, error)
+	// holder: the digest of the holder's value (a quorum's majority's), ""
+	// when not held: one hold told from the next without its token.
+	inspect(ctx context.Context, key string) (info Info, holder string, err error)
 	// scanned: the nodes whose keys List scans (every primary, every node).
 	scanned(ctx context.Context) []scanTarget
 	// inspectMany is inspect for many keys, in one round trip per node.
-	inspectMany(ctx context.Context, keys []string) ([]Info, []error)
+	inspectMany(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error)
 	// breakLock ends the lock at key whatever its token, as a release would
-	// (lua/break.lua), returning what it held and whether a waiter got it.
-	breakLock(ctx context.Context, key string) (info Info, handed bool, err error)
-	// breakHolder ends the hold of the lock at key whose ID is id as its
-	// own release would (lua/break_holder.lua), returning what the lock held
-	// and whether a running hold had the ID.
-	breakHolder(ctx context.Context, key, id string) (info Info, found bool, err error)
+	// (lua/break.lua), returning what it held and done: whether a waiter got
+	// it. With an id, it ends the hold whose ID is id as its own release
+	// would (lua/break_holder.lua); done: a running hold had the ID.
+	breakLock(ctx context.Context, key, id string) (info Info, done bool, err error)
 	// serves refuses the kinds this store cannot hold, saying why.
 	serves(k lockKind) error
 	// idle: closed once none of the store's commands is under way (nil: none can be).
