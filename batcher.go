@@ -59,12 +59,11 @@ const (
 
 // lane is the queue of one node and its sends under way.
 type lane struct {
-	sends    [maxSends]sendSlot
-	usual    time.Duration // moving average of sends not late
-	queue    []*batchCall
-	spare    []*batchCall // the last batch's slice, reused
-	watch    *time.Timer  // set while commands queue (see watchLocked)
-	watching bool
+	sends [maxSends]sendSlot
+	usual time.Duration // moving average of sends not late
+	queue []*batchCall
+	spare []*batchCall // the last batch's slice, reused
+	watch *time.Timer  // set while commands queue, till it fires (see watchLocked)
 }
 
 // sendSlot is one send under way: a lone caller's, or a flusher's.
@@ -136,21 +135,19 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	}
 	b.mu.Lock()
 	i := slices.Index(l.queue, call)
-	queued := i >= 0
-	if queued {
+	if i >= 0 {
 		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	b.mu.Unlock()
-	if queued {
+	failed := redis.NewCmd(ctx, cmd.Args()...)
+	switch {
+	case i >= 0: // still queued
 		call.free()
-	} else if why != errClosing && b.replied(l, call) {
+		failed.SetErr(unsentError{why})
+	case why != errClosing && b.replied(l, call):
 		// Answered soon after ctx ended: that settles what it did.
 		return cmd
-	} // else: the flusher signals a channel nobody reads
-	failed := redis.NewCmd(ctx, cmd.Args()...)
-	if queued {
-		failed.SetErr(unsentError{why})
-	} else {
+	default: // the flusher signals a channel nobody reads
 		failed.SetErr(&onItsWay{why, call.done, cmd})
 	}
 	return failed
@@ -366,7 +363,7 @@ func (b *batcher) gather(l *lane, answered int) {
 // watchLocked sets l's timer, unless set, for when the earliest live send
 // becomes late. b.mu is held.
 func (b *batcher) watchLocked(l *lane) {
-	if l.watching {
+	if l.watch != nil {
 		return
 	}
 	var earliest time.Time
@@ -378,13 +375,7 @@ func (b *batcher) watchLocked(l *lane) {
 	if earliest.IsZero() {
 		return // every send under way is late: the first to end takes the queue
 	}
-	wait := time.Until(earliest.Add(b.lateAfter(l)))
-	l.watching = true
-	if l.watch == nil {
-		l.watch = time.AfterFunc(wait, func() { b.checkLate(l) })
-		return
-	}
-	l.watch.Reset(wait)
+	l.watch = time.AfterFunc(time.Until(earliest.Add(b.lateAfter(l))), func() { b.checkLate(l) })
 }
 
 // checkLate runs on l's timer: late sends stop counting as live, and the
@@ -392,7 +383,7 @@ func (b *batcher) watchLocked(l *lane) {
 func (b *batcher) checkLate(l *lane) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l.watching = false
+	l.watch = nil
 	if len(l.queue) == 0 {
 		return
 	}

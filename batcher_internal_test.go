@@ -151,7 +151,7 @@ func lateAsUsual(c *Client) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.minLate, b.maxLate = defaultMinLate, defaultMaxLate
-	if b.one.watching {
+	if b.one.watch != nil {
 		b.one.watch.Reset(0)
 	}
 }

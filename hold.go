@@ -75,9 +75,9 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadlineAlarm = alarm{rings: (*safeDeadlineRing)(l), index: -1}
+	l.maxHoldAlarm = alarm{rings: (*maxHoldRing)(l), index: -1} // (end cancels both)
 	l.client.alarms().set(&l.deadlineAlarm, l.safeDeadline)
 	if o.maxHold > 0 {
-		l.maxHoldAlarm = alarm{rings: (*maxHoldRing)(l), index: -1}
 		l.client.alarms().set(&l.maxHoldAlarm, took.Add(o.maxHold))
 	}
 	if o.watchdog {
@@ -189,9 +189,7 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 	}
 	l.ended = cause
 	l.client.alarms().cancel(&l.deadlineAlarm)
-	if l.maxHoldAlarm.rings != nil {
-		l.client.alarms().cancel(&l.maxHoldAlarm)
-	}
+	l.client.alarms().cancel(&l.maxHoldAlarm)
 	room, l.room = l.room, nil
 	l.mu.Unlock()
 
@@ -210,9 +208,17 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 // a Release is the release's to report), and hands the turn on.
 func (l *hold) lose(reason LostReason, cause error, paused time.Duration) {
 	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause, Paused: paused}
-	if room, ok := l.end(lost); ok && room != nil {
+	l.endAndPass(lost)
+}
+
+// endAndPass ends the hold with cause (see end) and hands the turn on; false
+// when it had ended.
+func (l *hold) endAndPass(cause error) bool {
+	room, ended := l.end(cause)
+	if room != nil {
 		l.client.rooms().leave(room, true)
 	}
+	return ended
 }
 
 // giveUp takes l's release from any Release to come (which then sends
@@ -229,11 +235,7 @@ func (l *hold) giveUp(cause error, unlessEnded bool) bool {
 	if !mine {
 		return false
 	}
-	room, ended := l.end(cause)
-	if ended && room != nil {
-		l.client.rooms().leave(room, true)
-	}
-	return ended
+	return l.endAndPass(cause)
 }
 
 // cancelLocked cancels the lock's context (now, or when made); the first cause stays.

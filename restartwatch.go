@@ -79,7 +79,7 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 		watches.open[rdb] = w
 		go w.run()
 	}
-	w.join(s) // (a watch in the registry is not done: closeLocked takes it out)
+	w.join(s) // (a watch in the registry is not done: closeIf takes it out)
 	return w
 }
 
@@ -157,38 +157,33 @@ func (w *restartWatch) serverBack() {
 
 // exit closes the watch when forced (its client closed) or idle for watchLinger.
 func (w *restartWatch) exit(force bool) bool {
+	return w.closeIf(func() bool {
+		return w.done || force || len(w.members) == 0 && time.Since(w.idleSince) >= watchLinger
+	})
+}
+
+// closeIf, when closing holds (asked with watches and w.mu held), marks w
+// done and takes it out of the registry.
+func (w *restartWatch) closeIf(closing func() bool) bool {
 	watches.Lock()
 	defer watches.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.done && !force && (len(w.members) > 0 || time.Since(w.idleSince) < watchLinger) {
+	if !closing() {
 		return false
 	}
-	w.closeLocked()
-	return true
-}
-
-// closeLocked takes w out of the registry; watches and w.mu are held.
-func (w *restartWatch) closeLocked() {
 	w.done = true
 	w.members = nil
 	if watches.open[w.rdb] == w {
 		delete(watches.open, w.rdb)
 	}
+	return true
 }
 
 // closeIfIdle closes w at once when it has no member (a closed Client leaves
 // no goroutine), returning a channel closed when its goroutine returned.
 func (w *restartWatch) closeIfIdle() <-chan struct{} {
-	watches.Lock()
-	w.mu.Lock()
-	idle := len(w.members) == 0 && !w.done && !w.refused
-	if idle {
-		w.closeLocked()
-	}
-	w.mu.Unlock()
-	watches.Unlock()
-	if !idle {
+	if !w.closeIf(func() bool { return len(w.members) == 0 && !w.done && !w.refused }) {
 		return nil
 	}
 	// On a goroutine of its own: Close waits for the read under way (up to

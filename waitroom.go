@@ -205,18 +205,14 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
-	var timer *time.Timer
+	timer := time.NewTimer(time.Hour) // (reset before each wait)
+	defer timer.Stop()
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
 			return nil, errPatience
 		}
-		if timer == nil {
-			timer = time.NewTimer(p.end.Sub(now))
-			defer timer.Stop() // (once: timer is made once)
-		} else {
-			timer.Reset(p.end.Sub(now))
-		}
+		timer.Reset(p.end.Sub(now))
 		select {
 		case <-me.turn:
 			return me.early, nil

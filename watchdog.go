@@ -257,11 +257,7 @@ func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
 	}
 	s.mu.Lock()
 	back := s.failing[node] && !failed
-	if failed {
-		s.failing[node] = true
-	} else {
-		delete(s.failing, node)
-	}
+	s.failing[node] = failed // (one entry per node ever seen)
 	s.mu.Unlock()
 	if gone || back {
 		s.lookAtAll()
