@@ -254,10 +254,7 @@ func (q *quorumStore) scanned(ctx context.Context) []scanTarget {
 func (s singleStore) inspectMany(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error) {
 	cmds := make([][]any, len(keys))
 	for i, key := range keys {
-		cmds[i] = []any{"evalsha", inspectSHA, 6}
-		for _, k := range stateKeys(key) {
-			cmds[i] = append(cmds[i], k)
-		}
+		cmds[i] = scriptArgs(inspectScript, stateKeys(key))
 	}
 	infos, holders, errs = make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
 	for i, reply := range s.runGroups(ctx, cmds, len(cmds)) {
@@ -273,8 +270,7 @@ func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, [
 	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
 	// A batch is up to listBatch scripts: at least a second per node, so that
 	// a loaded node is not given up on for the batch's size alone.
-	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, n quorumNode) answer {
-		i := q.index(n)
+	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, i int, n quorumNode) answer {
 		infos[i], holders[i], errs[i] = n.inspectMany(ctx, keys)
 		return answer{}
 	}, nil)
@@ -463,17 +459,12 @@ func (q *quorumStore) inspect(ctx context.Context, key string) (Info, string, er
 func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, string, error) {
 	start := time.Now()
 	infos, holders := make([]Info, len(q.nodes)), make([]string, len(q.nodes))
-	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
-		i := q.index(n)
+	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, i int, n quorumNode) answer {
 		var err error
 		infos[i], holders[i], err = read(ctx, n)
 		return answer{err: err}
 	}, nil)
 	return q.combine(op, start, answers, infos, holders)
-}
-
-func (q *quorumStore) index(n quorumNode) int {
-	return slices.IndexFunc(q.nodes, func(m quorumNode) bool { return m.label == n.label })
 }
 
 // combine makes one Info of the nodes' answers and Infos (holders: the

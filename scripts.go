@@ -75,7 +75,6 @@ var (
 	multiExtendSHA   any = script("prelude", "multi_extend").Hash()
 	multiReleaseSHA  any = script("prelude", "multi_release").Hash()
 	multiPTTLSHA     any = script("prelude", "multi_pttl").Hash()
-	inspectSHA       any = inspectScript.Hash()
 )
 
 // scriptCmd is a command of a script of ours: "evalsha" (or "eval"), the
