@@ -194,15 +194,14 @@ func (c *Client) listNode(ctx context.Context, node scanTarget, match string, se
 			for i, info := range infos {
 				info.Name, _ = lockrules.Name(c.opts.prefix, batch[i])
 				info.Key = batch[i]
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("redislock: inspect %q: %w", info.Name, errs[i])
+				}
 				switch {
 				case ctx.Err() != nil:
 					return failed(ctx.Err())
 				case errors.Is(errs[i], ErrNotALock) || errs[i] == nil && !info.Held && !slices.ContainsFunc(info.Nodes, heldOn):
-				case errs[i] != nil:
-					if !yield(info, fmt.Errorf("redislock: inspect %q: %w", info.Name, errs[i])) {
-						return false
-					}
-				case !yield(info, nil):
+				case !yield(info, errs[i]):
 					return false
 				}
 			}
