@@ -410,7 +410,7 @@ func (a *acquisition) failed(err error) error {
 	switch {
 	case errors.Is(err, errClosing):
 		// Client.Close stopped us waiting for an attempt under way.
-		return fmt.Errorf("%w: %s %s: gave up waiting", ErrClosed, a.kind.rules().what, a.subjectName())
+		return a.stopped(err)
 	case redis.HasErrorPrefix(err, "SEMLIMIT"): // (only a semaphore's scripts say it)
 		holders := strings.TrimSpace(strings.TrimPrefix(err.Error(), "SEMLIMIT"))
 		return fmt.Errorf("%w: %s: asked with limit %d, its holders use %s",

@@ -59,15 +59,15 @@ func (q *quorumStore) breakLock(ctx context.Context, key, id string) (Info, bool
 		op = "break holder"
 	}
 	var found atomic.Bool
-	info, _, err := q.gather(ctx, op, func(ctx context.Context, n quorumNode) (Info, string, error) {
+	infos, _, errs := q.gather(ctx, op, q.defaultTimeout, 1, func(ctx context.Context, n quorumNode) ([]Info, []string, []error) {
 		// No announcement: a quorum's waiters do not listen (see NewQuorum).
 		info, holder, done, err := parseState(runBreak(ctx, n.rdb, key, id, ""))
 		if done && id != "" {
 			found.Store(true)
 		}
-		return info, holder, err
+		return []Info{info}, []string{holder}, []error{err}
 	})
-	return info, found.Load(), err
+	return infos[0], found.Load(), errs[0]
 }
 
 // runBreak runs lua/break.lua on the lock at key, or, with an id,

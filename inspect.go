@@ -194,15 +194,14 @@ func (c *Client) listNode(ctx context.Context, node scanTarget, match string, se
 			for i, info := range infos {
 				info.Name, _ = lockrules.Name(c.opts.prefix, batch[i])
 				info.Key = batch[i]
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("redislock: inspect %q: %w", info.Name, errs[i])
+				}
 				switch {
 				case ctx.Err() != nil:
 					return failed(ctx.Err())
 				case errors.Is(errs[i], ErrNotALock) || errs[i] == nil && !info.Held && !slices.ContainsFunc(info.Nodes, heldOn):
-				case errs[i] != nil:
-					if !yield(info, fmt.Errorf("redislock: inspect %q: %w", info.Name, errs[i])) {
-						return false
-					}
-				case !yield(info, nil):
+				case !yield(info, errs[i]):
 					return false
 				}
 			}
@@ -254,10 +253,7 @@ func (q *quorumStore) scanned(ctx context.Context) []scanTarget {
 func (s singleStore) inspectMany(ctx context.Context, keys []string) (infos []Info, holders []string, errs []error) {
 	cmds := make([][]any, len(keys))
 	for i, key := range keys {
-		cmds[i] = []any{"evalsha", inspectSHA, 6}
-		for _, k := range stateKeys(key) {
-			cmds[i] = append(cmds[i], k)
-		}
+		cmds[i] = scriptArgs(inspectScript, stateKeys(key))
 	}
 	infos, holders, errs = make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
 	for i, reply := range s.runGroups(ctx, cmds, len(cmds)) {
@@ -269,29 +265,11 @@ func (s singleStore) inspectMany(ctx context.Context, keys []string) (infos []In
 // inspectMany asks every node once for all keys, then makes each key's
 // Info as inspect does.
 func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, []string, []error) {
-	start := time.Now()
-	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
 	// A batch is up to listBatch scripts: at least a second per node, so that
 	// a loaded node is not given up on for the batch's size alone.
-	answers, _ := q.ask(ctx, max(q.defaultTimeout, time.Second), nil, func(ctx context.Context, n quorumNode) answer {
-		i := q.index(n)
-		infos[i], holders[i], errs[i] = n.inspectMany(ctx, keys)
-		return answer{}
-	}, nil)
-	out, outHolders, outErrs := make([]Info, len(keys)), make([]string, len(keys)), make([]error, len(keys))
-	for k := range keys {
-		each, eachInfo, eachHolder := slices.Clone(answers), make([]Info, len(q.nodes)), make([]string, len(q.nodes))
-		for i, n := range q.nodes {
-			if each[i].err == nil {
-				eachInfo[i], eachHolder[i] = infos[i][k], holders[i][k]
-				if err := errs[i][k]; err != nil {
-					each[i].err = fmt.Errorf("%s: %w", n.label, err)
-				}
-			}
-		}
-		out[k], outHolders[k], outErrs[k] = q.combine("inspect", start, each, eachInfo, eachHolder)
-	}
-	return out, outHolders, outErrs
+	return q.gather(ctx, "inspect", max(q.defaultTimeout, time.Second), len(keys), func(ctx context.Context, n quorumNode) ([]Info, []string, []error) {
+		return n.inspectMany(ctx, keys)
+	})
 }
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
@@ -454,26 +432,37 @@ func leaseLeft(millis int64) time.Duration {
 }
 
 func (q *quorumStore) inspect(ctx context.Context, key string) (Info, string, error) {
-	return q.gather(ctx, "inspect", func(ctx context.Context, n quorumNode) (Info, string, error) {
-		return parseInspect(inspectScript.Run(ctx, n.rdb, stateKeys(key)))
+	infos, holders, errs := q.gather(ctx, "inspect", q.defaultTimeout, 1, func(ctx context.Context, n quorumNode) ([]Info, []string, []error) {
+		info, holder, err := n.inspect(ctx, key)
+		return []Info{info}, []string{holder}, []error{err}
 	})
+	return infos[0], holders[0], errs[0]
 }
 
-// gather runs read on every node: what each holds, and the majority's holder.
-func (q *quorumStore) gather(ctx context.Context, op string, read func(ctx context.Context, n quorumNode) (Info, string, error)) (Info, string, error) {
+// gather runs read on every node (each within timeout): what each holds of
+// each of keys keys, and for each key the majority's view and holder, as
+// combine makes them.
+func (q *quorumStore) gather(ctx context.Context, op string, timeout time.Duration, keys int, read func(ctx context.Context, n quorumNode) ([]Info, []string, []error)) ([]Info, []string, []error) {
 	start := time.Now()
-	infos, holders := make([]Info, len(q.nodes)), make([]string, len(q.nodes))
-	answers, _ := q.ask(ctx, q.defaultTimeout, nil, func(ctx context.Context, n quorumNode) answer {
-		i := q.index(n)
-		var err error
-		infos[i], holders[i], err = read(ctx, n)
-		return answer{err: err}
+	infos, holders, errs := make([][]Info, len(q.nodes)), make([][]string, len(q.nodes)), make([][]error, len(q.nodes))
+	answers, _ := q.ask(ctx, timeout, nil, func(ctx context.Context, i int, n quorumNode) answer {
+		infos[i], holders[i], errs[i] = read(ctx, n)
+		return answer{}
 	}, nil)
-	return q.combine(op, start, answers, infos, holders)
-}
-
-func (q *quorumStore) index(n quorumNode) int {
-	return slices.IndexFunc(q.nodes, func(m quorumNode) bool { return m.label == n.label })
+	out, outHolders, outErrs := make([]Info, keys), make([]string, keys), make([]error, keys)
+	for k := range keys {
+		each, eachInfo, eachHolder := slices.Clone(answers), make([]Info, len(q.nodes)), make([]string, len(q.nodes))
+		for i, n := range q.nodes {
+			if each[i].err == nil {
+				eachInfo[i], eachHolder[i] = infos[i][k], holders[i][k]
+				if err := errs[i][k]; err != nil {
+					each[i].err = fmt.Errorf("%s: %w", n.label, err)
+				}
+			}
+		}
+		out[k], outHolders[k], outErrs[k] = q.combine(op, start, each, eachInfo, eachHolder)
+	}
+	return out, outHolders, outErrs
 }
 
 // combine makes one Info of the nodes' answers and Infos (holders: the

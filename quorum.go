@@ -158,12 +158,12 @@ type answer struct {
 	err       error
 }
 
-// ask sends call to every node at once (to those in only, when not nil:
+// ask sends call to every node at once, with its place in q.nodes (to those in only, when not nil:
 // then not empty, or ask waits out the timeout), and waits for each answer
 // until timeout, or ctx's end; a node that has not answered by then gets an
 // error, and its call goes on, handing its answer to late (if not nil). It
 // returns the answers and how many it gave up on.
-func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
+func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, node int, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
 	answers := make([]answer, len(q.nodes))
 	asked, got := make([]bool, len(q.nodes)), make([]bool, len(q.nodes))
 	expected := 0
@@ -196,7 +196,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	for i, n := range q.nodes {
 		if asked[i] {
 			go func() {
-				if a := call(callCtx, n); deliver(i, a) && late != nil {
+				if a := call(callCtx, i, n); deliver(i, a) && late != nil {
 					late(i, a)
 				}
 			}()
@@ -276,7 +276,7 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	key, token := ref.key, ref.token
 	att := &attempt{token: token}
 	timeout := nodeTimeout(o.ttl)
-	t, abandoned := q.vote(ctx, "acquire", timeout, func(ctx context.Context, n quorumNode) answer {
+	t, abandoned := q.vote(ctx, "acquire", timeout, func(ctx context.Context, _ int, n quorumNode) answer {
 		acquired, _, holderTTL, err := n.acquireKey(ctx, o, key, token)
 		a := answer{reply: replyForeign, holderTTL: holderTTL, err: err}
 		if acquired {
@@ -372,7 +372,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 	if len(nodes) == 0 {
 		return // (nil only would ask every node)
 	}
-	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, n quorumNode) answer {
+	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, _ int, n quorumNode) answer {
 		_, err := n.releaseKey(ctx, key, token)
 		return answer{err: err}
 	}, nil)
@@ -382,7 +382,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 // holds another token) when too few hold ours for a majority ever to
 // confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
-	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, _ int, n quorumNode) answer {
 		reply, err := n.extend(ctx, r)
 		return answer{reply: reply, err: err}
 	}, nil)
@@ -407,7 +407,7 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	}
 	q.mu.Unlock()
 
-	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, _ int, n quorumNode) answer {
 		reply, err := n.releaseKey(ctx, key, token)
 		return answer{reply: reply, err: err}
 	}, nil)
@@ -425,7 +425,7 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 // ours); -2 or -3 (a majority holds another token) when too few hold ours;
 // a *QuorumError when failures leave it undecided.
 func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
-	t, _ := q.vote(ctx, "ttl", q.defaultTimeout, func(ctx context.Context, n quorumNode) answer {
+	t, _ := q.vote(ctx, "ttl", q.defaultTimeout, func(ctx context.Context, _ int, n quorumNode) answer {
 		ttl, err := n.pttl(ctx, ref)
 		a := answer{reply: replyDone, ttl: ttl, err: err}
 		if ttl == -2 || ttl == -3 {
@@ -463,7 +463,7 @@ type tally struct {
 
 // vote sends call to every node (ask, handing late answers to late) and
 // tallies the answers; it returns how many ask gave up on too.
-func (q *quorumStore) vote(ctx context.Context, op string, timeout time.Duration, call func(ctx context.Context, n quorumNode) answer, late func(node int, a answer)) (tally, int) {
+func (q *quorumStore) vote(ctx context.Context, op string, timeout time.Duration, call func(ctx context.Context, node int, n quorumNode) answer, late func(node int, a answer)) (tally, int) {
 	start := time.Now()
 	answers, abandoned := q.ask(ctx, timeout, nil, call, late)
 	t := tally{op: op, elapsed: time.Since(start), answers: answers}

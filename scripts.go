@@ -67,7 +67,7 @@ var (
 	// The SHA1s of the prepared commands' scripts, boxed once (see lockRef).
 	acquireSHA       any = acquireScript.Hash()
 	releaseSHA       any = releaseScript.Hash()
-	sharedAcquireSHA any = script("prelude", "shared_acquire").Hash()
+	sharedAcquireSHA any = script("prelude", "handover", "shared_acquire").Hash()
 	sharedReleaseSHA any = sharedReleaseScript.Hash()
 	semAcquireSHA    any = script("prelude", "semaphore_acquire").Hash()
 	semReleaseSHA    any = script("prelude", "handover", "semaphore_release").Hash()
@@ -75,7 +75,6 @@ var (
 	multiExtendSHA   any = script("prelude", "multi_extend").Hash()
 	multiReleaseSHA  any = script("prelude", "multi_release").Hash()
 	multiPTTLSHA     any = script("prelude", "multi_pttl").Hash()
-	inspectSHA       any = inspectScript.Hash()
 )
 
 // scriptCmd is a command of a script of ours: "evalsha" (or "eval"), the

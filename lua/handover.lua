@@ -1,6 +1,7 @@
 -- handover: how a lock that is let go passes on, written once for
 -- release.lua, shared_release.lua, semaphore_release.lua and break.lua,
--- which start with it (see scripts.go). Not a script of its own.
+-- which start with it (see scripts.go; shared_acquire.lua too, for
+-- announceHandover). Not a script of its own.
 -- The lock's queue (see acquire.lua) holds waiters' tokens, and watchers:
 -- '~' then an id, the multi waiters this lock keeps out (see
 -- multi_acquire.lua), which are never handed the lock but hear it freed.
@@ -30,7 +31,8 @@
 -- firstTaker(queue, expiries, now, head, takes) is the walk: the first
 -- live member whose kind is in takes, how many live members before it stay
 -- in line, and whether the queue held anyone.
--- announceHandover(publish, channel, member, lease) is that announcement,
+-- announceHandover(publish, channel, member, lease) is that announcement
+-- (without '/' .. lease when lease is nil: shared_acquire.lua's),
 -- announceFreed(publish, key) the plain one, '1' on key .. ':released'.
 -- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
 -- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
@@ -41,7 +43,7 @@ local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
     channel = channel .. (tag and ':' .. tag or '')
-    redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. '/' .. lease)
+    redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(member), 1, 16) .. (lease and '/' .. lease or ''))
   end
 end
 local function announceFreed(publish, key)
@@ -68,8 +70,7 @@ local function firstTaker(queue, expiries, now, head, takes)
       end
       skipped = skipped + 1
     else
-      redis.call('ZREM', queue, member)
-      redis.pcall('ZREM', expiries, member)
+      dequeue(queue, expiries, member)
     end
     member = redis.call('ZRANGE', queue, skipped, skipped)[1]
   end
@@ -86,8 +87,7 @@ local function letInShared(key, holders, queue, expiries, publish, lease, member
     if kindOf(member) == '~' and lapses and lapses > now then
       skipped = skipped + 1
     else
-      redis.call('ZREM', queue, member)
-      redis.pcall('ZREM', expiries, member)
+      dequeue(queue, expiries, member)
       if lapses and lapses > now then
         redis.call('ZADD', holders, now + lease, member)
         announceHandover(publish, key .. ':released', member, lease)
@@ -104,8 +104,7 @@ local function handOver(key, holders, queue, expiries, publish, lease, head)
   if member and kindOf(member) == 's' then
     letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
   elseif member then
-    redis.call('ZREM', queue, member)
-    redis.pcall('ZREM', expiries, member)
+    dequeue(queue, expiries, member)
     redis.call('SET', key, member, 'PX', lease)
     announceHandover(publish, key .. ':released', member, lease)
   else

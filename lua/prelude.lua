@@ -142,14 +142,23 @@ end
 local function kindOf(member)
   return string.match(member, '^[A-Z2-7]*%.?([sn~]?)')
 end
+-- dequeue(queue, expiries, member): member out of queue and of its
+-- expiries; returns how many places it had (0 or 1). The expiries' ZREM
+-- runs under pcall: each caller read the expiries first, so only a user
+-- refused that write (its ACL) could see it fail, and its place then
+-- lapses by itself.
+local function dequeue(queue, expiries, member)
+  local had = redis.call('ZREM', queue, member)
+  redis.pcall('ZREM', expiries, member)
+  return had
+end
 -- waiters(queue, expiries, now): how many wait in queue once the places
 -- that lapsed (see joinQueue) are dropped; one ZCARD when nobody waits.
 local function waiters(queue, expiries, now)
   local waiting = redis.call('ZCARD', queue)
   if waiting > 0 then
     for _, gone in ipairs(redis.call('ZRANGEBYSCORE', expiries, '-inf', now)) do
-      waiting = waiting - redis.call('ZREM', queue, gone)
-      redis.call('ZREM', expiries, gone)
+      waiting = waiting - dequeue(queue, expiries, gone)
     end
   end
   return waiting

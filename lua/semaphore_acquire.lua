@@ -76,8 +76,7 @@ if ours then
   -- Every command that a user's ACL may refuse runs before the ZADD: a
   -- refused script stops where it is, and must not leave a slot held.
   if waiting > 0 then
-    redis.call('ZREM', KEYS[3], token)
-    redis.call('ZREM', KEYS[4], token)
+    dequeue(KEYS[3], KEYS[4], token)
   end
   -- The set (and its limit) vanish with the last lease.
   -- (held > 0: the set has a member, after the prune above)

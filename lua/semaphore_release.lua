@@ -64,8 +64,7 @@ if reply == 1 then
   local member
   member, waiting = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
   if member then
-    redis.call('ZREM', KEYS[2], member)
-    redis.call('ZREM', KEYS[3], member)
+    dequeue(KEYS[2], KEYS[3], member)
     redis.call('ZADD', KEYS[1], now + tonumber(lease), member)
     -- The set (recreated when ours was its last member) and its limit
     -- last at least as long as the handed slot.

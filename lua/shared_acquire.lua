@@ -94,8 +94,7 @@ if ours then
   -- Every command a user's ACL may refuse runs before the writes that
   -- make the hold: a refused script must not leave a share held.
   if waiting > 0 then
-    redis.call('ZREM', KEYS[3], token)
-    redis.call('ZREM', KEYS[4], token)
+    dequeue(KEYS[3], KEYS[4], token)
   end
   -- A marker goes on; a handed key (our token) or a free one starts a
   -- new epoch.
@@ -121,8 +120,7 @@ if ours then
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)
     while head[1] and (kindOf(head[1]) == 's' or kindOf(head[1]) == '~') do
       if kindOf(head[1]) == 's' then
-        redis.call('ZREM', KEYS[3], head[1])
-        redis.call('ZREM', KEYS[4], head[1])
+        dequeue(KEYS[3], KEYS[4], head[1])
         redis.call('ZADD', KEYS[2], now + claim, head[1])
         admitted[#admitted + 1] = head[1]
       else
@@ -146,13 +144,11 @@ if ours then
   local keep = last and math.max(tonumber(last[2]) - now, 1) or ttl
   redis.call('SET', KEYS[1], epoch, 'PX', keep)
   redis.call('PEXPIRE', KEYS[2], keep)
-  -- Each admitted waiter hears it on its Client's channel (as handover.lua
-  -- announces, without the ms: a share let in is always claimed).
+  -- Each admitted waiter hears it on its Client's channel (handover.lua's
+  -- announcement, without the ms: a share let in is always claimed).
   local publish = string.match(ARGV[5], '^(%S*) ')
-  for _, waiter in ipairs(publish ~= '' and admitted or {}) do
-    local tag = string.match(waiter, '^([A-Z2-7]+)%.')
-    local channel = KEYS[1] .. ':released' .. (tag and ':' .. tag or '')
-    redis.pcall(publish, channel, 'g:' .. string.sub(redis.sha1hex(waiter), 1, 16))
+  for _, waiter in ipairs(admitted) do
+    announceHandover(publish, KEYS[1] .. ':released', waiter)
   end
   return fence
 end
