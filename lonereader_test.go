@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,29 @@ func TestALoneReaderIsOneSETOnceTheScriptsRan(t *testing.T) {
 		require.Equal(t, "shared", info.Kind)
 		require.Zero(t, b.rdb.Exists(ctx, l.Key()).Val())
 		_ = l.Release(ctx)
+	})
+}
+
+// Only a reader's token, exactly as the library makes it, is a lone
+// reader's hold: another value in the key that starts with its mark (a
+// value some other program or a test kit set, "stolen", "n3-...") is
+// another holder's, and no reader joins it; Inspect calls it a lock.
+func TestAValueThatLooksLikeAMarkIsNoLoneHolder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		c := redislock.New(b.rdb, quiet)
+		for _, value := range []string{"stolen-by-a-test", "sZZ", "n3-", "n3-stolen", "ABCDEFGHIJ.s", "s" + strings.Repeat("A", 27)} {
+			require.NoError(t, b.rdb.Set(ctx, "lock:{foreign}", value, time.Minute).Err())
+			_, err := c.AcquireShared(ctx, "foreign")
+			require.ErrorIs(t, err, redislock.ErrNotAcquired, "%q is another holder's", value)
+			_, err = c.AcquireSemaphore(ctx, "foreign", 3)
+			require.Error(t, err, "%q is no semaphore", value)
+			_, err = c.Acquire(ctx, "foreign")
+			require.ErrorIs(t, err, redislock.ErrNotAcquired, "%q is another holder's", value)
+			info, err := c.Inspect(ctx, "foreign")
+			require.NoError(t, err)
+			require.Equal(t, "lock", info.Kind, "%q", value)
+			require.Equal(t, value, b.rdb.Get(ctx, "lock:{foreign}").Val(), "left as it was")
+		}
 	})
 }

@@ -90,15 +90,29 @@ local function joinQueue(queue, expiries, member, wait, mark, micros)
   redis.pcall('PEXPIRE', expiries, wait)
   return true
 end
--- loneSlot(value): the limit of the semaphore whose one holder took the
--- name alone with SET NX (see semaphore_acquire.lua) when value, a lock
--- key's string, is such a holder's token ('n', the limit, '-': the mark of
--- a semaphore's tokens, see lockRef.mark); else nil. Every other kind
--- refuses such a key as WRONGTYPE (lockValue), as it does the semaphore's
--- set.
-local function loneSlot(value)
-  local limit = string.match(value, '^[A-Z2-7]*%.?n(%d+)%-')
+-- loneMark(value): the mark of the caller whose token value, a lock key's
+-- string, is, when it is exactly a token the library makes for a kind
+-- that takes a name alone with SET NX (see singleStore.acquire): 's' a
+-- reader's (see shared_acquire.lua), or a semaphore holder's limit, a
+-- number ('n', the limit, '-' in its token, see lockRef.mark and
+-- semaphore_acquire.lua); else nil. Exactly: its Client's tag and '.' (or
+-- none), the mark, 26 base32 digits (rand.Text), then only metadata after
+-- '\31': a value another program set that merely starts like one is
+-- another holder's.
+local function loneMark(value)
+  local token, body = string.match(value, '^[^\31]*'), string.rep('[A-Z2-7]', 26) .. '$'
+  if string.find(token, '^[A-Z2-7]*%.?s' .. body) then
+    return 's'
+  end
+  local limit = string.match(token, '^[A-Z2-7]*%.?n(%d+)%-' .. body)
   return limit and tonumber(limit)
+end
+-- loneSlot(value): a semaphore's limit when value is its lone holder's
+-- token (loneMark). Every other kind refuses such a key as WRONGTYPE
+-- (lockValue), as it does the semaphore's set.
+local function loneSlot(value)
+  local mark = loneMark(value)
+  return type(mark) == 'number' and mark or nil
 end
 -- lockValue(key, name): the lock key's value, false when there is none; or
 -- nil and the error: for a value of another type WRONGTYPE, saying 'the

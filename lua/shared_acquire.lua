@@ -77,7 +77,7 @@ local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
 -- took the name alone with SET NX (see singleStore.acquire): read as a
 -- shared hold of one; a reader admitted beside it makes it a share in the
 -- holders' set (with the key's lease) before the key becomes the marker.
-local lone = value and value ~= token and kindOf(value) == 's'
+local lone = value and value ~= token and loneMark(value) == 's'
 local ours = value == token or marked and redis.call('ZSCORE', KEYS[2], token) ~= false
 if not ours and (not value or marked or lone) then
   -- Arrival order for writers: a waiter ahead of us that is neither a

@@ -135,7 +135,7 @@ local function state()
   elseif loneSlot(value) then
     -- a lone holder's slot (see semaphore_acquire.lua): a semaphore held once
     return {1, pttl, '', fence, waiters, '', 1, 'semaphore', tostring(loneSlot(value)), holder(list, value, pttl)}, nil, value
-  elseif kindOf(value) == 's' then
+  elseif loneMark(value) == 's' then
     -- a lone reader's hold (a shared token, see shared_acquire.lua): a
     -- shared hold of one, its metadata with it in Holders
     kind, count = 'shared', 1
