@@ -194,16 +194,17 @@ func openRueidisCycle(addr string) (func(context.Context, string) error, func() 
 // beside raw and ours, it splits our overhead into what our scripts cost
 // the server and what our Go code costs the client.
 func openOurCommandsCycle(addr string) (func(context.Context, string) error, func() error, error) {
-	// The library sends release.lua after the function of handover.lua.
-	prelude, err := os.ReadFile("../lua/handover.lua")
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading our release script: %w", err)
+	// The library sends release.lua after prelude.lua and handover.lua
+	// (scripts.go), with the layout of lockRef.commands.
+	var src []byte
+	for _, name := range []string{"prelude", "handover", "release"} {
+		part, err := os.ReadFile("../lua/" + name + ".lua")
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading our release script: %w", err)
+		}
+		src = append(src, part...)
 	}
-	src, err := os.ReadFile("../lua/release.lua")
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading our release script: %w", err)
-	}
-	release := redis.NewScript(string(prelude) + string(src))
+	release := redis.NewScript(string(src))
 	rdb := newGoRedis(addr, nil)
 	if err := release.Load(context.Background(), rdb).Err(); err != nil {
 		rdb.Close()
@@ -217,7 +218,7 @@ func openOurCommandsCycle(addr string) (func(context.Context, string) error, fun
 		if err := rdb.Do(ctx, "set", key, token, "nx", "px", ttl).Err(); err != nil {
 			return err
 		}
-		n, err := rdb.Do(ctx, "evalsha", release.Hash(), 3, key, key+":q", key+":qx", token, "PUBLISH", claim).Int64()
+		n, err := rdb.Do(ctx, "evalsha", release.Hash(), 4, key, key+":q", key+":qx", key+":s", token, fmt.Sprint("PUBLISH ", claim)).Int64()
 		if err == nil && n != 1 {
 			err = errNotOurs
 		}
