@@ -100,12 +100,16 @@ end
 -- '\31': a value another program set that merely starts like one is
 -- another holder's.
 local function loneMark(value)
-  local token, body = string.match(value, '^[^\31]*'), string.rep('[A-Z2-7]', 26) .. '$'
-  if string.find(token, '^[A-Z2-7]*%.?s' .. body) then
-    return 's'
+  -- The body's 26 digits are counted, not matched one class each: this
+  -- runs on every read of a lock key that is not the reader's own.
+  local token = string.match(value, '^[^\31]*')
+  local body = string.match(token, '^[A-Z2-7]*%.?s([A-Z2-7]*)$')
+  if body then
+    return #body == 26 and 's' or nil
   end
-  local limit = string.match(token, '^[A-Z2-7]*%.?n(%d+)%-' .. body)
-  return limit and tonumber(limit)
+  local limit
+  limit, body = string.match(token, '^[A-Z2-7]*%.?n(%d+)%-([A-Z2-7]*)$')
+  return limit and #body == 26 and tonumber(limit) or nil
 end
 -- loneSlot(value): a semaphore's limit when value is its lone holder's
 -- token (loneMark). Every other kind refuses such a key as WRONGTYPE
@@ -114,11 +118,14 @@ local function loneSlot(value)
   local mark = loneMark(value)
   return type(mark) == 'number' and mark or nil
 end
--- lockValue(key, name): the lock key's value, false when there is none; or
--- nil and the error: for a value of another type WRONGTYPE, saying 'the
--- lock key ' .. name .. 'holds a value that is not a lock' (and true),
--- else Redis' (no right to read it, out of memory).
-local function lockValue(key, name)
+-- lockValue(key, name, own): the lock key's value, false when there is
+-- none; or nil and the error: for a value of another type WRONGTYPE,
+-- saying 'the lock key ' .. name .. 'holds a value that is not a lock'
+-- (and true), else Redis' (no right to read it, out of memory). own, the
+-- caller's token, is its own value whatever its shape: a key that holds it
+-- is the caller's, and its lone-holder test is skipped (the common case of
+-- a release, an extension or a retried acquire; see loneMark's cost).
+local function lockValue(key, name, own)
   local value = redis.pcall('GET', key)
   if type(value) == 'table' and value.err then
     if string.find(value.err, 'WRONGTYPE', 1, true) then
@@ -126,7 +133,7 @@ local function lockValue(key, name)
     end
     return nil, value
   end
-  if value and loneSlot(value) then
+  if value and value ~= own and loneSlot(value) then
     return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a semaphore, not a lock'), true
   end
   return value
@@ -138,7 +145,7 @@ end
 -- ours: a verdict); or nil and the error reply for any other error (no
 -- permission, out of memory): an error, not a verdict.
 local function holds(key, token)
-  local value, err, other = lockValue(key, '')
+  local value, err, other = lockValue(key, '', token)
   if other then
     return -1, false
   elseif err then
