@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,11 @@ func startFakeRedis(t testing.TB) *fakeRedis {
 			"pttl":    ":30000\r\n",
 			"inspect": "*11\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n$0\r\n\r\n*0\r\n*0\r\n",
 			"break":   "*11\r\n:0\r\n:-2\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n:0\r\n$0\r\n\r\n$0\r\n\r\n*0\r\n:0\r\n",
+			// A multi lock of two names (see TestAMultiLockTurnsEveryGarbageReplyIntoAnError).
+			"multi_acquire": "*3\r\n:1\r\n:0\r\n:0\r\n",
+			"multi_extend":  "*1\r\n:1\r\n",
+			"multi_release": "*1\r\n:1\r\n",
+			"multi_pttl":    "*1\r\n:30000\r\n",
 		},
 		argv:  map[string][]string{},
 		conns: map[net.Conn]struct{}{},
@@ -637,4 +643,69 @@ func TestAFenceCounterBelowZeroIsAnErrorNeverALock(t *testing.T) {
 		require.Positive(t, l.Fence())
 		require.NoError(t, l.Release(ctx))
 	})
+}
+
+func TestAMultiLockTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
+	f := startFakeRedis(t)
+	rdb := fakeClient(t, f)
+	ctx := context.Background()
+	names := []string{"a", "b"}
+	// Each script's real answers for a lock of two names: taken ({1, fences}),
+	// done ({1}), a name gone or another's ({0, i}, {-1, i}), a lease
+	// ({ms}), and pttl's losses ({-2, i}, {-3, i}).
+	good := map[string]string{"multi_acquire": "*3\r\n:1\r\n:0\r\n:0\r\n",
+		"multi_extend": "*1\r\n:1\r\n", "multi_release": "*1\r\n:1\r\n", "multi_pttl": "*1\r\n:30000\r\n"}
+	valid := map[string][]string{
+		"multi_acquire": {good["multi_acquire"]},
+		"multi_extend":  {"*1\r\n:1\r\n", "*2\r\n:0\r\n:1\r\n"},
+		"multi_release": {"*1\r\n:1\r\n", "*2\r\n:0\r\n:1\r\n"},
+		"multi_pttl":    {"*1\r\n:1\r\n"},
+	}
+	held := func(t *testing.T) *redislock.Lock {
+		t.Helper()
+		for script, raw := range good {
+			f.answer(script, raw)
+		}
+		l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false)).AcquireMulti(ctx, names)
+		require.NoError(t, err)
+		return l
+	}
+	cases := append(append([]garbage{}, commonGarbage...), arrayGarbage...)
+	cases = append(cases,
+		garbage{"a name gone, as pttl never says it", "*2\r\n:0\r\n:1\r\n"},
+		garbage{"acquired, without the fences", "*1\r\n:1\r\n"},
+		garbage{"a name beyond the lock's", "*3\r\n:0\r\n:3\r\n:100\r\n"},
+		garbage{"a verdict on no name", "*2\r\n:-1\r\n:0\r\n"},
+		garbage{"a lease with a name", "*2\r\n:5\r\n:1\r\n"})
+	for _, g := range cases {
+		t.Run(g.name, func(t *testing.T) {
+			for _, script := range []string{"multi_acquire", "multi_extend", "multi_release", "multi_pttl"} {
+				if slices.Contains(valid[script], g.raw) {
+					continue
+				}
+				if script == "multi_acquire" {
+					f.answer(script, g.raw)
+					l, err := redislock.New(rdb, quiet, redislock.WithWatchdog(false)).AcquireMulti(ctx, names)
+					require.Error(t, err)
+					require.Nil(t, l, "no lock from garbage")
+					require.NotErrorIs(t, err, redislock.ErrNotAcquired, "garbage is not 'held by someone else'")
+					continue
+				}
+				l := held(t)
+				f.answer(script, g.raw)
+				var err error
+				switch script {
+				case "multi_extend":
+					err = l.Extend(ctx, time.Minute)
+				case "multi_release":
+					err = l.Release(ctx)
+				default:
+					_, err = l.TTL(ctx)
+				}
+				require.Error(t, err, script)
+				f.answer(script, good[script])
+				_ = l.Release(ctx) // (may have ended already)
+			}
+		})
+	}
 }

@@ -167,16 +167,19 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 }
 
 // verdict reads the {code, i} reply of a group's extend, release or pttl
-// script, recording names[g.from+i-1] as lost when there is an i.
-func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup) (int64, error) {
+// script, recording names[g.from+i-1] as lost when there is an i, which
+// comes only with a code of loss: gone (0 from extend and release, -2 from
+// pttl: gone is passed) or held by another (gone - 1).
+func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup, gone int64) (int64, error) {
 	vals, err := cmd.Slice()
-	if err != nil {
-		return 0, err
+	if err != nil || len(vals) == 0 {
+		return 0, cmp.Or(err, fmt.Errorf("unexpected reply %v from a multi lock script", vals))
 	}
 	code, ok := vals[0].(int64)
 	i, okAt := int64(0), true // i: 1 + the place in g of a name not ours; 0: none
 	if len(vals) == 2 {
 		i, okAt = vals[1].(int64)
+		okAt = okAt && (code == gone || code == gone-1)
 	}
 	if !ok || !okAt || len(vals) > 2 || len(vals) == 2 && i < 1 || i > int64(g.to-g.from) {
 		return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
@@ -207,7 +210,7 @@ func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*r
 func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 	var firstErr error
 	for i, cmd := range cmds {
-		code, err := m.verdict(cmd, m.groups[i])
+		code, err := m.verdict(cmd, m.groups[i], 0)
 		switch {
 		case err != nil:
 			firstErr = cmp.Or(firstErr, err)
@@ -223,7 +226,7 @@ func combine(m *multiRef, cmds []*redis.Cmd) (int64, error) {
 func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, token string, ttl time.Duration) (int64, error) {
 	if o.replicas > 0 {
 		cmd, ackErr := runAcked(ctx, s.rdb, o, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds())[0])
-		reply, err := m.verdict(cmd, m.groups[0])
+		reply, err := m.verdict(cmd, m.groups[0], 0)
 		if err == nil && reply == replyDone && ackErr != nil {
 			err = ackErr // extended on the primary only: not confirmed
 		}
@@ -252,7 +255,7 @@ func (s singleStore) pttlMulti(ctx context.Context, ref *lockRef) (int64, error)
 	cmds := s.runGroups(ctx, m.prepare(multiPTTLSHA, nil, ref.token), len(m.groups))
 	shortest := int64(-1)
 	for i, cmd := range cmds {
-		reply, err := m.verdict(cmd, m.groups[i])
+		reply, err := m.verdict(cmd, m.groups[i], -2)
 		switch {
 		case err != nil:
 			return 0, err
@@ -408,7 +411,10 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		return false, 0, 0, err
 	}
 	bad := func() error { return fmt.Errorf("%w %v from the multi acquire script", errBadReply, vals) }
-	code, _ := vals[0].(int64)
+	var code int64 = -1
+	if len(vals) > 0 {
+		code, _ = vals[0].(int64)
+	}
 	switch {
 	case code == 1 && len(vals) == len(fences)+1:
 		for i := range fences {
