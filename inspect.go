@@ -282,11 +282,8 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	case c.defaultsErr != nil:
 		return "", c.defaultsErr
 	}
-	names, keyLen, err := lockKeys(c.opts.prefix, name)
-	if err != nil {
-		return "", err
-	}
-	return names[:keyLen], nil
+	key, err := lockrules.Lock(c.opts.prefix, name)
+	return key, keyError(err)
 }
 
 func stateKeys(key string) []string {
