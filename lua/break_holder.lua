@@ -4,8 +4,9 @@
 -- token, shared_release.lua for a shared holder, semaphore_release.lua for
 -- a semaphore's), so the hold is handed on or deleted and announced the
 -- same way. Each of those is made a function of its KEYS and ARGV
--- (releaseLock, releaseShare, releaseSlot; see scripts.go), after the
--- functions of state.lua and handover.lua.
+-- (releaseLock, releaseShare, releaseSlot; see scripts.go), after
+-- state.lua, which reads info and value, and the functions of
+-- handover.lua.
 -- KEYS     state.lua's
 -- ARGV[1]  the hold's ID: the first 16 hex digits of
 --          SHA1('holder:' .. its token), the token without its metadata
@@ -16,10 +17,6 @@
 -- multi lock's for this name alone (its other names are not here).
 -- Returns  state()'s reply as it was before, with an eleventh element: 1
 --          when a running hold had the ID and was released, else 0
-local info, err, value = state()
-if err then
-  return err
-end
 -- ours tells whether a holder's value (its token, then any metadata after
 -- \31) has the ID.
 local function ours(member)

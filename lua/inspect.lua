@@ -1,5 +1,6 @@
--- inspect: a lock's state for Client.Inspect; it writes nothing. The
--- function state comes first (see state.lua for KEYS and the reply).
+-- inspect: a lock's state for Client.Inspect; it writes nothing.
+-- state.lua comes first and reads info (see state.lua for KEYS and the
+-- reply).
 -- Returns  state()'s reply, then the queue: the first 100 waiters in line
 --          whose place has not lapsed, first in line first, flat:
 --          metadata (what follows \31 in the waiter's token, '' when
@@ -7,10 +8,6 @@
 --          minus its arrival), metadata, ... A multi waiter's watcher
 --          ('~', see handover.lua) is no waiter and is left out, as are
 --          lapsed places; never a token.
-local info, err = state()
-if err then
-  return err
-end
 -- The walk goes a page at a time, in arrival order, until it has 100 or
 -- the queue ends: the places that lapsed (or watchers) before them are
 -- skipped, not counted.

@@ -1,6 +1,8 @@
 -- state: what holds a lock's name, read without writing anything. Not a
--- script of its own: inspect.lua and break.lua start with it, after
--- prelude.lua (see scripts.go).
+-- script of its own: inspect.lua, break.lua and break_holder.lua start
+-- with it, after prelude.lua (see scripts.go), and it ends by reading the
+-- state for them (info, err, value: state()'s three results, below) or
+-- replying its error.
 -- KEYS[1]  the lock key (a semaphore's holders, see semaphore_acquire.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (see acquire.lua)
@@ -146,4 +148,10 @@ local function state()
     list = holder(list, value, pttl)
   end
   return {1, pttl, metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}, nil, value
+end
+-- Read before the functions that follow are defined (which run nothing):
+-- the same commands, in the same order, as when each script called it.
+local info, err, value = state()
+if err then
+  return err
 end
