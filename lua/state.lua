@@ -138,9 +138,8 @@ elseif value then
     kind, count = 'shared', 1
     list = holder(list, value, pttl)
   else
-    local at = string.find(value, '\31', 1, true)
-    metadata = at and string.sub(value, at + 1) or ''
     list = holder(list, value, pttl)
+    metadata = list[2] -- the exclusive holder's, as holder split it off
   end
   info = {1, pttl, metadata, fence, waiters, string.sub(redis.sha1hex(value), 1, 16), count, kind, '', list}
 end
