@@ -24,8 +24,7 @@ repeat
       if arrival < 1e14 then
         arrival = arrival * 1000 -- a waiter of a version that scored in ms
       end
-      local at = string.find(member, '\31', 1, true)
-      queue[#queue + 1] = at and string.sub(member, at + 1) or ''
+      queue[#queue + 1] = string.match(member, '\31(.*)') or ''
       queue[#queue + 1] = math.max(micros - arrival, 0)
     end
   end

@@ -56,9 +56,8 @@ end
 -- holder appends to list the holder whose value is value (its token, then
 -- any metadata after \31): its id, its metadata, and left.
 local function holder(list, value, left)
-  local at = string.find(value, '\31', 1, true)
-  list[#list + 1] = string.sub(redis.sha1hex('holder:' .. string.sub(value, 1, (at or 0) - 1)), 1, 16)
-  list[#list + 1] = at and string.sub(value, at + 1) or ''
+  list[#list + 1] = string.sub(redis.sha1hex('holder:' .. string.match(value, '^[^\31]*')), 1, 16)
+  list[#list + 1] = string.match(value, '\31(.*)') or ''
   list[#list + 1] = left
   return list
 end
