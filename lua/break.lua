@@ -11,7 +11,7 @@
 -- holders' set is deleted with the marker. A semaphore loses every slot:
 -- its holders and its limit are deleted, and the release announced, so
 -- that its waiters take the slots.
--- Returns  state()'s reply as it was before the break, with an eleventh
+-- Returns  state.lua's info as it was before the break, with an eleventh
 --          element: 1 when the lock was handed to a waiter, else 0
 info[11] = 0
 if info[8] == 'shared' then

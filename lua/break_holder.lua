@@ -15,7 +15,7 @@
 -- ARGV[3]  how long (ms) a lock or slot handed to a waiter is held for it
 -- A lock key's one holder is an exclusive lock's, an election's, or a
 -- multi lock's for this name alone (its other names are not here).
--- Returns  state()'s reply as it was before, with an eleventh element: 1
+-- Returns  state.lua's info as it was before, with an eleventh element: 1
 --          when a running hold had the ID and was released, else 0
 -- ours tells whether a holder's value (its token, then any metadata after
 -- \31) has the ID.
@@ -41,7 +41,7 @@ if info[8] == 'semaphore' then
   elseif member then
     -- No limit key to keep for a waiter handed the slot: the slot is
     -- freed and announced, and the waiters take it at their attempt.
-    -- (state() saw a running lease; within one script it still runs.)
+    -- (state.lua saw a running lease; within one script it still runs.)
     released = redis.call('ZREM', KEYS[1], member)
     announceFreed(ARGV[2], KEYS[1])
   end

@@ -1,7 +1,7 @@
 -- inspect: a lock's state for Client.Inspect; it writes nothing.
 -- state.lua comes first and reads info (see state.lua for KEYS and the
 -- reply).
--- Returns  state()'s reply, then the queue: the first 100 waiters in line
+-- Returns  state.lua's info, then the queue: the first 100 waiters in line
 --          whose place has not lapsed, first in line first, flat:
 --          metadata (what follows \31 in the waiter's token, '' when
 --          none), then how long it has been in line (µs, server TIME
