@@ -38,7 +38,9 @@ func (c *Client) Break(ctx context.Context, name string) (Info, error) {
 		c.opts.log().Warn("redislock: lock broken", "name", name, "kind", info.Kind, "holders", info.Count,
 			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
 	case info.Held:
-		c.opts.log().Warn("redislock: lock broken", "name", name, "holder", brokenID(info), "metadata", info.Metadata,
+		// An exclusive lock's one holder: parseState takes no held "lock"
+		// without it (readKind), and a quorum's combine names the majority's.
+		c.opts.log().Warn("redislock: lock broken", "name", name, "holder", info.Holders[0].ID, "metadata", info.Metadata,
 			"ttl_left", info.TTL, "fence", info.Fence, "waiters", info.Waiters, "handed_to_waiter", handed)
 	default:
 		c.opts.log().Info("redislock: nothing to break: lock not held", "name", name)
@@ -127,12 +129,3 @@ func (c *Client) BreakHolder(ctx context.Context, name, id string) (Info, error)
 // of every kind as functions (see asFunction).
 var breakHolderScript = redis.NewScript(lua("prelude", "state", "handover") + asFunction("releaseLock", "release") +
 	asFunction("releaseShare", "shared_release") + asFunction("releaseSlot", "semaphore_release") + lua("break_holder"))
-
-// brokenID is the ID of the one hold a lock's break ended, for its log
-// line ("" when the reply named none).
-func brokenID(info Info) string {
-	if len(info.Holders) == 0 {
-		return ""
-	}
-	return info.Holders[0].ID
-}

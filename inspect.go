@@ -282,11 +282,8 @@ func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
 	case c.defaultsErr != nil:
 		return "", c.defaultsErr
 	}
-	names, keyLen, err := lockKeys(c.opts.prefix, name)
-	if err != nil {
-		return "", err
-	}
-	return names[:keyLen], nil
+	key, err := lockrules.Lock(c.opts.prefix, name)
+	return key, keyError(err)
 }
 
 func stateKeys(key string) []string {
@@ -451,36 +448,32 @@ func (q *quorumStore) gather(ctx context.Context, op string, timeout time.Durati
 	}, nil)
 	out, outHolders, outErrs := make([]Info, keys), make([]string, keys), make([]error, keys)
 	for k := range keys {
-		each, eachInfo, eachHolder := slices.Clone(answers), make([]Info, len(q.nodes)), make([]string, len(q.nodes))
-		for i, n := range q.nodes {
-			if each[i].err == nil {
-				eachInfo[i], eachHolder[i] = infos[i][k], holders[i][k]
-				if err := errs[i][k]; err != nil {
-					each[i].err = fmt.Errorf("%s: %w", n.label, err)
-				}
-			}
-		}
-		out[k], outHolders[k], outErrs[k] = q.combine(op, start, each, eachInfo, eachHolder)
+		out[k], outHolders[k], outErrs[k] = q.combine(op, start, k, answers, infos, holders, errs)
 	}
 	return out, outHolders, outErrs
 }
 
-// combine makes one Info of the nodes' answers and Infos (holders: the
-// digest of each node's value): each node's view, and the majority's, with
-// its holder's digest ("" when no majority holds the name).
-func (q *quorumStore) combine(op string, start time.Time, answers []answer, infos []Info, holders []string) (Info, string, error) {
+// combine makes one Info of key k (of gather's keys) of the nodes' answers
+// and what each read, by node, then key (holders: the digest of each
+// node's value; errs: each key's error): each node's view, and the
+// majority's, with its holder's digest ("" when no majority holds the
+// name). A node that did not answer in time read nothing.
+func (q *quorumStore) combine(op string, start time.Time, k int, answers []answer, infos [][]Info, holders [][]string, errs [][]error) (Info, string, error) {
 	var info Info
 	counts := make(map[string]int)
-	var errs []error
+	var failed []error
 	for i, a := range answers {
+		if a.err == nil && errs[i][k] != nil {
+			a.err = fmt.Errorf("%s: %w", q.nodes[i].label, errs[i][k])
+		}
 		node := NodeInfo{Node: q.nodes[i].label, Err: a.err}
 		if a.err == nil {
-			node.Held, node.TTL, node.Metadata = infos[i].Held, infos[i].TTL, infos[i].Metadata
+			node.Held, node.TTL, node.Metadata = infos[i][k].Held, infos[i][k].TTL, infos[i][k].Metadata
 			if node.Held {
-				counts[holders[i]]++
+				counts[holders[i][k]]++
 			}
 		} else {
-			errs = append(errs, a.err)
+			failed = append(failed, a.err)
 		}
 		info.Nodes = append(info.Nodes, node)
 	}
@@ -488,10 +481,10 @@ func (q *quorumStore) combine(op string, start time.Time, answers []answer, info
 	var id, hold string
 	for i := range info.Nodes {
 		node := &info.Nodes[i]
-		if node.Err == nil && node.Held && counts[holders[i]] >= q.needed {
+		if node.Err == nil && node.Held && counts[holders[i][k]] >= q.needed {
 			// One value holds a majority: every such node has its digest.
-			node.Majority, info.Held, info.Metadata, hold = true, true, node.Metadata, holders[i]
-			if h := infos[i].Holders; len(h) > 0 {
+			node.Majority, info.Held, info.Metadata, hold = true, true, node.Metadata, holders[i][k]
+			if h := infos[i][k].Holders; len(h) > 0 {
 				id = h[0].ID // one value, so one ID, on each such node
 			}
 			leases = append(leases, node.TTL)
@@ -502,9 +495,9 @@ func (q *quorumStore) combine(op string, start time.Time, answers []answer, info
 		info.TTL, info.Kind, info.Count = majorityLease(leases, q.needed), kindLock, 1
 		info.Holders = []HolderInfo{{ID: id, Metadata: info.Metadata, TTL: info.TTL}}
 	}
-	if answered := len(q.nodes) - len(errs); answered < q.needed {
+	if answered := len(q.nodes) - len(failed); answered < q.needed {
 		return info, hold, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
-			Failed: len(errs), Elapsed: time.Since(start), Errors: errs}
+			Failed: len(failed), Elapsed: time.Since(start), Errors: failed}
 	}
 	return info, hold, nil
 }

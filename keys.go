@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 
 	"github.com/redislock/redislock/internal/lockrules"
 )
@@ -25,13 +24,11 @@ func lockKeysShared(prefix, name string) (names, shared string, keyLen int, err 
 	return names, shared, keyLen, keyError(err)
 }
 
-// keyError is the invalid-argument error of a name lockrules refuses.
+// keyError is the invalid-argument error of a name lockrules refuses, in
+// lockrules' words (lockrules.ErrEmptyName's are "empty lock name").
 func keyError(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, lockrules.ErrEmptyName):
-		return invalidf("empty lock name")
 	}
 	return invalidf("%v", err)
 }

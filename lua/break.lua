@@ -1,9 +1,8 @@
 -- break: end a lock whatever its token, for an operator's Client.Break,
 -- and hand it to the first waiter in the queue whose place has not
 -- lapsed (and that takes a lock), or else delete it, as release.lua does
--- for its holder. The
--- functions state and handOver come first (see state.lua for KEYS,
--- handover.lua).
+-- for its holder. state.lua comes first and reads info and value (see
+-- state.lua for KEYS), then the function handOver (handover.lua).
 -- ARGV[1]  PUBLISH, or SPUBLISH on a cluster, to announce as release.lua
 --          does; '' for none
 -- ARGV[2]  how long (ms) the lock handed to a waiter is held for it
@@ -12,12 +11,8 @@
 -- holders' set is deleted with the marker. A semaphore loses every slot:
 -- its holders and its limit are deleted, and the release announced, so
 -- that its waiters take the slots.
--- Returns  state()'s reply as it was before the break, with an eleventh
+-- Returns  state.lua's info as it was before the break, with an eleventh
 --          element: 1 when the lock was handed to a waiter, else 0
-local info, err, value = state()
-if err then
-  return err
-end
 info[11] = 0
 if info[8] == 'shared' then
   redis.call('DEL', KEYS[5])

@@ -4,8 +4,9 @@
 -- token, shared_release.lua for a shared holder, semaphore_release.lua for
 -- a semaphore's), so the hold is handed on or deleted and announced the
 -- same way. Each of those is made a function of its KEYS and ARGV
--- (releaseLock, releaseShare, releaseSlot; see scripts.go), after the
--- functions of state.lua and handover.lua.
+-- (releaseLock, releaseShare, releaseSlot; see scripts.go), after
+-- state.lua, which reads info and value, and the functions of
+-- handover.lua.
 -- KEYS     state.lua's
 -- ARGV[1]  the hold's ID: the first 16 hex digits of
 --          SHA1('holder:' .. its token), the token without its metadata
@@ -14,12 +15,8 @@
 -- ARGV[3]  how long (ms) a lock or slot handed to a waiter is held for it
 -- A lock key's one holder is an exclusive lock's, an election's, or a
 -- multi lock's for this name alone (its other names are not here).
--- Returns  state()'s reply as it was before, with an eleventh element: 1
+-- Returns  state.lua's info as it was before, with an eleventh element: 1
 --          when a running hold had the ID and was released, else 0
-local info, err, value = state()
-if err then
-  return err
-end
 -- ours tells whether a holder's value (its token, then any metadata after
 -- \31) has the ID.
 local function ours(member)
@@ -44,7 +41,7 @@ if info[8] == 'semaphore' then
   elseif member then
     -- No limit key to keep for a waiter handed the slot: the slot is
     -- freed and announced, and the waiters take it at their attempt.
-    -- (state() saw a running lease; within one script it still runs.)
+    -- (state.lua saw a running lease; within one script it still runs.)
     released = redis.call('ZREM', KEYS[1], member)
     announceFreed(ARGV[2], KEYS[1])
   end

@@ -1,16 +1,13 @@
--- inspect: a lock's state for Client.Inspect; it writes nothing. The
--- function state comes first (see state.lua for KEYS and the reply).
--- Returns  state()'s reply, then the queue: the first 100 waiters in line
+-- inspect: a lock's state for Client.Inspect; it writes nothing.
+-- state.lua comes first and reads info (see state.lua for KEYS and the
+-- reply).
+-- Returns  state.lua's info, then the queue: the first 100 waiters in line
 --          whose place has not lapsed, first in line first, flat:
 --          metadata (what follows \31 in the waiter's token, '' when
 --          none), then how long it has been in line (µs, server TIME
 --          minus its arrival), metadata, ... A multi waiter's watcher
 --          ('~', see handover.lua) is no waiter and is left out, as are
 --          lapsed places; never a token.
-local info, err = state()
-if err then
-  return err
-end
 -- The walk goes a page at a time, in arrival order, until it has 100 or
 -- the queue ends: the places that lapsed (or watchers) before them are
 -- skipped, not counted.
@@ -27,8 +24,7 @@ repeat
       if arrival < 1e14 then
         arrival = arrival * 1000 -- a waiter of a version that scored in ms
       end
-      local at = string.find(member, '\31', 1, true)
-      queue[#queue + 1] = at and string.sub(member, at + 1) or ''
+      queue[#queue + 1] = string.match(member, '\31(.*)') or ''
       queue[#queue + 1] = math.max(micros - arrival, 0)
     end
   end
