@@ -300,7 +300,11 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 
 // freeIn returns the time until a majority can be free: counting the nodes
 // we took and the failed ones as free, the k-th shortest TTL among the
-// refusing nodes (-1ms when that one has no expiry).
+// refusing nodes, at least 1ms (0 would read as "unknown").
+//
+// The refusing nodes' TTLs are holderTTL's (see acquireKey), never
+// negative: 1ms for a key expiring now, and 0 (unknown) for a key without
+// expiry, which so counts as the shortest and reads as 1ms.
 func (q *quorumStore) freeIn(t tally) time.Duration {
 	var ttls []time.Duration
 	for _, a := range t.answers {
@@ -309,16 +313,8 @@ func (q *quorumStore) freeIn(t tally) time.Duration {
 		}
 	}
 	k := min(max(q.needed-len(t.done)-len(t.errs), 1), len(ttls))
-	// The k-th shortest is the (len-k+1)-th longest, a TTL without expiry
-	// the longest of all (majorityLease's order).
-	switch ttl := majorityLease(ttls, len(ttls)-k+1); {
-	case ttl < 0:
-		return -time.Millisecond
-	case ttl == 0:
-		return time.Millisecond // expiring now; 0 would read as "unknown"
-	default:
-		return ttl
-	}
+	// The k-th shortest is the (len-k+1)-th longest (majorityLease's order).
+	return max(majorityLease(ttls, len(ttls)-k+1), time.Millisecond)
 }
 
 // decide records an attempt's outcome for its stragglers, and returns the
