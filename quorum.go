@@ -286,11 +286,11 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	}, func(node int, a answer) { q.landed(att, node, key, a) })
 	validity := o.ttl - t.elapsed - drift(o.ttl)
 	won := len(t.done) >= q.needed && validity > 0
-	took := append(slices.Clip(t.done), q.decide(att, won, abandoned)...)
+	landed := q.decide(att, won, abandoned)
 	if won {
 		return true, 0, 0, nil
 	}
-	q.giveBack(ctx, timeout, key, token, took)
+	q.giveBack(ctx, timeout, key, token, append(slices.Clip(t.done), landed...))
 	qerr := q.failure(t, len(t.done), t.foreign, validity)
 	if t.foreign > 0 && len(t.done) < q.needed {
 		return false, 0, q.freeIn(t), qerr
@@ -318,16 +318,14 @@ func (q *quorumStore) freeIn(t tally) time.Duration {
 }
 
 // decide records an attempt's outcome for its stragglers, and returns the
-// nodes they took before it was known.
+// nodes they took before it was known (for a failed attempt to give back;
+// a won one keeps them). Decided, the attempt's landed grows no more.
 func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	att.decided, att.holding, att.out = true, won, stragglers
 	if won && att.finished < att.out {
 		q.straggles[att.token] = att
-	}
-	if won {
-		return nil
 	}
 	return att.landed
 }
@@ -341,14 +339,11 @@ func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++
-	giveBack := false
-	if a.err == nil && a.reply == replyDone {
-		if att.decided {
-			giveBack = !att.holding
-		} else {
-			att.landed = append(att.landed, node)
-		}
+	took := a.err == nil && a.reply == replyDone
+	if took && !att.decided {
+		att.landed = append(att.landed, node) // decide hands it over
 	}
+	giveBack := took && att.decided && !att.holding
 	if att.decided && att.finished == att.out && q.straggles[att.token] == att {
 		delete(q.straggles, att.token)
 	}
