@@ -171,38 +171,32 @@ func (c *Client) Leader(ctx context.Context, name string) (HolderInfo, bool, err
 	if err != nil {
 		return HolderInfo{}, false, err
 	}
-	t, err := c.readTerm(ctx, key)
+	leader, hold, err := c.readTerm(ctx, key)
 	if err != nil {
 		return HolderInfo{}, false, fmt.Errorf("redislock: leader %q: %w", name, err)
 	}
-	return t.leader, t.hold != "", nil
+	return leader, hold != "", nil
 }
 
-// leaderTerm is what readTerm found: the leader, and the identity of its
-// hold, "" when nobody leads. The identity is lua/state.lua's holder, a
-// digest of the key's value (the token and metadata, the same for the
-// whole hold), so one hold is told from the next without the token.
-type leaderTerm struct {
-	leader HolderInfo
-	hold   string
-}
-
-// readTerm reads the election's lock, as Inspect does.
-func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
+// readTerm reads the election's lock, as Inspect does: the leader, and the
+// identity of its hold, "" when nobody leads. The identity is
+// lua/state.lua's holder, a digest of the key's value (the token and
+// metadata, the same for the whole hold), so one hold is told from the
+// next without the token.
+//
+// A held exclusive lock lists its one holder, with its ID: parseState
+// refuses a reply without it (readKind), and a quorum's inspect makes it.
+func (c *Client) readTerm(ctx context.Context, key string) (HolderInfo, string, error) {
 	info, hold, err := c.store.inspect(ctx, key)
 	switch {
 	case err != nil:
-		return leaderTerm{}, err
+		return HolderInfo{}, "", err
 	case !info.Held:
-		return leaderTerm{}, nil
+		return HolderInfo{}, "", nil
 	case info.Kind != kindLock:
-		return leaderTerm{}, notALockError{fmt.Sprintf("%s is held by a %s, not by a leader", key, info.Kind), nil}
+		return HolderInfo{}, "", notALockError{fmt.Sprintf("%s is held by a %s, not by a leader", key, info.Kind), nil}
 	}
-	leader := HolderInfo{Metadata: info.Metadata, TTL: info.TTL}
-	if len(info.Holders) > 0 {
-		leader = info.Holders[0] // once Inspect lists every kind's holders: with its ID
-	}
-	return leaderTerm{leader, hold}, nil
+	return info.Holders[0], hold, nil
 }
 
 // ObserveLeader follows the election called name (see Elect): it yields
@@ -258,7 +252,7 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		}
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		var last leaderTerm
+		var lastHold string
 		var longest time.Duration // the longest lease seen: the TTL as far as it shows
 		for first := true; ; {
 			var woken <-chan struct{}
@@ -270,22 +264,22 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 				ready = nil // subscribed before this read: it misses nothing
 			default:
 			}
-			t, err := c.readTerm(ctx, key)
+			leader, hold, err := c.readTerm(ctx, key)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				c.opts.log().Warn("redislock: observe leader: reading the lock failed", "name", name, "error", err)
 			case err != nil:
-			case first || t.hold != last.hold:
-				first, last = false, t
-				if !yield(t.leader) {
+			case first || hold != lastHold:
+				first, lastHold = false, hold
+				if !yield(leader) {
 					return
 				}
 			}
 			wait := c.opts.ttl / 3
-			if t.hold != "" && t.leader.TTL > 0 {
-				longest = max(longest, t.leader.TTL)
+			if hold != "" && leader.TTL > 0 {
+				longest = max(longest, leader.TTL)
 				// Just past the lease's end: a dead leader's key is gone by then.
-				wait = max(longest/2, t.leader.TTL+time.Millisecond)
+				wait = max(longest/2, leader.TTL+time.Millisecond)
 			} else if longest > 0 {
 				wait = longest / 2
 			}
