@@ -241,11 +241,11 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		}
 		// A room of its own, outside the Client's rooms: the notifier wakes
 		// it at any announcement but a hand-over's (those are on waiters'
-		// channels, and the new leader announces its term).
-		var room *waitRoom
+		// channels, and the new leader announces its term). Without a
+		// notifier (a quorum) nothing wakes it.
+		room := &waitRoom{key: key}
 		var ready <-chan struct{}
 		if n := c.rooms().notifier; n != nil {
-			room = &waitRoom{key: key}
 			sub := n.subscribe(room, lockrules.Released(key), lockrules.Leader(key))
 			defer n.unsubscribe(sub)
 			ready = sub.ready
@@ -255,14 +255,9 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		var lastHold string
 		var longest time.Duration // the longest lease seen: the TTL as far as it shows
 		for first := true; ; {
-			var woken <-chan struct{}
-			if room != nil {
-				woken = room.wakeup() // before the read: what comes during it wakes us again
-			}
-			select {
-			case <-ready:
+			woken := room.wakeup() // before the read: what comes during it wakes us again
+			if received(ready) {
 				ready = nil // subscribed before this read: it misses nothing
-			default:
 			}
 			leader, hold, err := c.readTerm(ctx, key)
 			switch {
