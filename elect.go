@@ -94,15 +94,13 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 }
 
 func (c *Client) campaignOptions(opts []Option) (*options, error) {
-	if len(opts) > 0 {
-		var perCall options
-		applyOptions(&perCall, opts)
-		switch {
-		case perCall.failOpen:
-			return nil, invalidf("WithFailOpen does not apply to Elect: there is no leader without the lock")
-		case perCall.retry != nil:
-			return nil, invalidf("WithRetry does not apply to Elect: it waits for leadership until ctx ends")
-		}
+	var perCall options // the call's own options, apart from the Client's
+	applyOptions(&perCall, opts)
+	switch {
+	case perCall.failOpen:
+		return nil, invalidf("WithFailOpen does not apply to Elect: there is no leader without the lock")
+	case perCall.retry != nil:
+		return nil, invalidf("WithRetry does not apply to Elect: it waits for leadership until ctx ends")
 	}
 	resolved, err := c.resolve(opts)
 	if err != nil {
