@@ -110,16 +110,13 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 		return nil, invalidf("Elect needs the watchdog: a leader's lease would run out under it")
 	}
 	o := *resolved
-	o.retry, o.campaign = campaignRetry{every: o.ttl}, true
+	// A campaign's waits never run out (LinearBackoff's, of a TTL): a
+	// queued campaigner asks when woken (see acquisition.sleep); one that
+	// cannot queue (a quorum) at the end of each wait, a TTL, or when a
+	// majority of the leader's keys would expire.
+	o.retry, o.campaign = linearBackoff{interval: o.ttl}, true
 	return &o, nil
 }
-
-// campaignRetry's waits never run out: a queued campaigner asks when woken
-// (see acquisition.sleep); one that cannot queue (a quorum) at the end of
-// each wait, a TTL, or when a majority of the leader's keys would expire.
-type campaignRetry struct{ every time.Duration }
-
-func (s campaignRetry) NextBackoff(int) (time.Duration, bool) { return s.every, true }
 
 // electStopped is Elect's error when ctx ended: ctx's error (and its cause),
 // joined with lead's own.
