@@ -164,12 +164,13 @@ type answer struct {
 // error, and its call goes on, handing its answer to late (if not nil). It
 // returns the answers and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, node int, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
-	answers := make([]answer, len(q.nodes))
-	asked, got := make([]bool, len(q.nodes)), make([]bool, len(q.nodes))
+	// pending: asked, and not answered while ask waited (guarded by mu
+	// once the calls are out).
+	answers, pending := make([]answer, len(q.nodes)), make([]bool, len(q.nodes))
 	expected := 0
-	for i := range asked {
-		asked[i] = only == nil || slices.Contains(only, i)
-		if asked[i] {
+	for i := range pending {
+		pending[i] = only == nil || slices.Contains(only, i)
+		if pending[i] {
 			expected++
 		}
 	}
@@ -185,7 +186,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
-			answers[node], got[node] = a, true
+			answers[node], pending[node] = a, false
 		}
 		returned++
 		if returned == expected {
@@ -194,7 +195,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 		return stopped
 	}
 	for i, n := range q.nodes {
-		if asked[i] {
+		if pending[i] { // (each call writes its own node's only)
 			go func() {
 				if a := call(callCtx, i, n); deliver(i, a) && late != nil {
 					late(i, a)
@@ -212,8 +213,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	abandoned := 0
 	for i, n := range q.nodes {
 		switch {
-		case !asked[i]:
-		case got[i]:
+		case !pending[i]: // answered, or not asked (then no error)
 			if answers[i].err != nil {
 				answers[i].err = fmt.Errorf("%s: %w", n.label, answers[i].err)
 			}
