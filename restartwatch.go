@@ -58,12 +58,11 @@ var watches = struct {
 // restartWatchOff turns the watch off for tests (see export_test.go).
 var restartWatchOff atomic.Bool
 
+// watchable: a client to watch (not a Cluster's: see restartWatch), unless
+// tests turned the watch off.
 func watchable(rdb redis.UniversalClient) bool {
-	if rdb == nil || restartWatchOff.Load() {
-		return false
-	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return !cluster
+	return rdb != nil && !cluster && !restartWatchOff.Load()
 }
 
 // joinWatch makes s a member of rdb's watch, opening it if needed; a
