@@ -158,6 +158,9 @@ type answer struct {
 	err       error
 }
 
+// replied is the answer of a command whose reply says all (extend, release).
+func replied(reply int64, err error) answer { return answer{reply: reply, err: err} }
+
 // ask sends call to every node at once, with its place in q.nodes (to those in only, when not nil:
 // then not empty, or ask waits out the timeout), and waits for each answer
 // until timeout, or ctx's end; a node that has not answered by then gets an
@@ -364,8 +367,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 		return // (nil only would ask every node)
 	}
 	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, _ int, n quorumNode) answer {
-		_, err := n.releaseKey(ctx, key, token)
-		return answer{err: err}
+		return replied(n.releaseKey(ctx, key, token))
 	}, nil)
 }
 
@@ -374,8 +376,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 // confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
 	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, _ int, n quorumNode) answer {
-		reply, err := n.extend(ctx, r)
-		return answer{reply: reply, err: err}
+		return replied(n.extend(ctx, r))
 	}, nil)
 	if len(t.done) >= q.needed {
 		return replyDone, nil
@@ -399,8 +400,7 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	q.mu.Unlock()
 
 	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, _ int, n quorumNode) answer {
-		reply, err := n.releaseKey(ctx, key, token)
-		return answer{reply: reply, err: err}
+		return replied(n.releaseKey(ctx, key, token))
 	}, nil)
 	if reply, lost := q.lost(t); lost {
 		return reply, nil
