@@ -94,15 +94,13 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 }
 
 func (c *Client) campaignOptions(opts []Option) (*options, error) {
-	if len(opts) > 0 {
-		var perCall options
-		applyOptions(&perCall, opts)
-		switch {
-		case perCall.failOpen:
-			return nil, invalidf("WithFailOpen does not apply to Elect: there is no leader without the lock")
-		case perCall.retry != nil:
-			return nil, invalidf("WithRetry does not apply to Elect: it waits for leadership until ctx ends")
-		}
+	var perCall options // the call's own options, apart from the Client's
+	applyOptions(&perCall, opts)
+	switch {
+	case perCall.failOpen:
+		return nil, invalidf("WithFailOpen does not apply to Elect: there is no leader without the lock")
+	case perCall.retry != nil:
+		return nil, invalidf("WithRetry does not apply to Elect: it waits for leadership until ctx ends")
 	}
 	resolved, err := c.resolve(opts)
 	if err != nil {
@@ -112,16 +110,13 @@ func (c *Client) campaignOptions(opts []Option) (*options, error) {
 		return nil, invalidf("Elect needs the watchdog: a leader's lease would run out under it")
 	}
 	o := *resolved
-	o.retry, o.campaign = campaignRetry{every: o.ttl}, true
+	// A campaign's waits never run out (LinearBackoff's, of a TTL): a
+	// queued campaigner asks when woken (see acquisition.sleep); one that
+	// cannot queue (a quorum) at the end of each wait, a TTL, or when a
+	// majority of the leader's keys would expire.
+	o.retry, o.campaign = linearBackoff{interval: o.ttl}, true
 	return &o, nil
 }
-
-// campaignRetry's waits never run out: a queued campaigner asks when woken
-// (see acquisition.sleep); one that cannot queue (a quorum) at the end of
-// each wait, a TTL, or when a majority of the leader's keys would expire.
-type campaignRetry struct{ every time.Duration }
-
-func (s campaignRetry) NextBackoff(int) (time.Duration, bool) { return s.every, true }
 
 // electStopped is Elect's error when ctx ended: ctx's error (and its cause),
 // joined with lead's own.
@@ -171,38 +166,32 @@ func (c *Client) Leader(ctx context.Context, name string) (HolderInfo, bool, err
 	if err != nil {
 		return HolderInfo{}, false, err
 	}
-	t, err := c.readTerm(ctx, key)
+	leader, hold, err := c.readTerm(ctx, key)
 	if err != nil {
 		return HolderInfo{}, false, fmt.Errorf("redislock: leader %q: %w", name, err)
 	}
-	return t.leader, t.hold != "", nil
+	return leader, hold != "", nil
 }
 
-// leaderTerm is what readTerm found: the leader, and the identity of its
-// hold, "" when nobody leads. The identity is lua/state.lua's holder, a
-// digest of the key's value (the token and metadata, the same for the
-// whole hold), so one hold is told from the next without the token.
-type leaderTerm struct {
-	leader HolderInfo
-	hold   string
-}
-
-// readTerm reads the election's lock, as Inspect does.
-func (c *Client) readTerm(ctx context.Context, key string) (leaderTerm, error) {
+// readTerm reads the election's lock, as Inspect does: the leader, and the
+// identity of its hold, "" when nobody leads. The identity is
+// lua/state.lua's holder, a digest of the key's value (the token and
+// metadata, the same for the whole hold), so one hold is told from the
+// next without the token.
+//
+// A held exclusive lock lists its one holder, with its ID: parseState
+// refuses a reply without it (readKind), and a quorum's inspect makes it.
+func (c *Client) readTerm(ctx context.Context, key string) (HolderInfo, string, error) {
 	info, hold, err := c.store.inspect(ctx, key)
 	switch {
 	case err != nil:
-		return leaderTerm{}, err
+		return HolderInfo{}, "", err
 	case !info.Held:
-		return leaderTerm{}, nil
+		return HolderInfo{}, "", nil
 	case info.Kind != kindLock:
-		return leaderTerm{}, notALockError{fmt.Sprintf("%s is held by a %s, not by a leader", key, info.Kind), nil}
+		return HolderInfo{}, "", notALockError{fmt.Sprintf("%s is held by a %s, not by a leader", key, info.Kind), nil}
 	}
-	leader := HolderInfo{Metadata: info.Metadata, TTL: info.TTL}
-	if len(info.Holders) > 0 {
-		leader = info.Holders[0] // once Inspect lists every kind's holders: with its ID
-	}
-	return leaderTerm{leader, hold}, nil
+	return info.Holders[0], hold, nil
 }
 
 // ObserveLeader follows the election called name (see Elect): it yields
@@ -247,45 +236,40 @@ func (c *Client) ObserveLeader(ctx context.Context, name string) iter.Seq[Holder
 		}
 		// A room of its own, outside the Client's rooms: the notifier wakes
 		// it at any announcement but a hand-over's (those are on waiters'
-		// channels, and the new leader announces its term).
-		var room *waitRoom
+		// channels, and the new leader announces its term). Without a
+		// notifier (a quorum) nothing wakes it.
+		room := &waitRoom{key: key}
 		var ready <-chan struct{}
 		if n := c.rooms().notifier; n != nil {
-			room = &waitRoom{key: key}
 			sub := n.subscribe(room, lockrules.Released(key), lockrules.Leader(key))
 			defer n.unsubscribe(sub)
 			ready = sub.ready
 		}
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		var last leaderTerm
+		var lastHold string
 		var longest time.Duration // the longest lease seen: the TTL as far as it shows
 		for first := true; ; {
-			var woken <-chan struct{}
-			if room != nil {
-				woken = room.wakeup() // before the read: what comes during it wakes us again
-			}
-			select {
-			case <-ready:
+			woken := room.wakeup() // before the read: what comes during it wakes us again
+			if received(ready) {
 				ready = nil // subscribed before this read: it misses nothing
-			default:
 			}
-			t, err := c.readTerm(ctx, key)
+			leader, hold, err := c.readTerm(ctx, key)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				c.opts.log().Warn("redislock: observe leader: reading the lock failed", "name", name, "error", err)
 			case err != nil:
-			case first || t.hold != last.hold:
-				first, last = false, t
-				if !yield(t.leader) {
+			case first || hold != lastHold:
+				first, lastHold = false, hold
+				if !yield(leader) {
 					return
 				}
 			}
 			wait := c.opts.ttl / 3
-			if t.hold != "" && t.leader.TTL > 0 {
-				longest = max(longest, t.leader.TTL)
+			if hold != "" && leader.TTL > 0 {
+				longest = max(longest, leader.TTL)
 				// Just past the lease's end: a dead leader's key is gone by then.
-				wait = max(longest/2, t.leader.TTL+time.Millisecond)
+				wait = max(longest/2, leader.TTL+time.Millisecond)
 			} else if longest > 0 {
 				wait = longest / 2
 			}

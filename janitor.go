@@ -55,9 +55,7 @@ func newJanitor(s store, bg *background) *janitor {
 
 // add gives back a token whose last reply was read (nothing can still land), until until.
 func (j *janitor) add(ref *lockRef, until time.Time) {
-	if until.After(time.Now()) {
-		j.push(&cleanup{ref: ref, until: until})
-	}
+	j.push(&cleanup{ref: ref, until: until})
 }
 
 // addUncertain gives back what an attempt without an answer may take (see cleanup.uncertain).
@@ -65,13 +63,15 @@ func (j *janitor) addUncertain(ref *lockRef, lease time.Duration, way *onItsWay)
 	j.push(&cleanup{ref: ref, until: time.Now().Add(janitorMaxPartition + lease), uncertain: true, lease: lease, way: way})
 }
 
+// push queues c, due now, unless its lease is over already (nothing left
+// to give back) or Client.Close swept the last round.
 func (j *janitor) push(c *cleanup) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.timer.closed {
-		return // Client.Close swept the last round
-	}
 	c.due, c.index = time.Now(), -1
+	if !c.until.After(c.due) || j.timer.closed {
+		return
+	}
 	j.setLocked(c)
 }
 

@@ -158,18 +158,22 @@ type answer struct {
 	err       error
 }
 
+// replied is the answer of a command whose reply says all (extend, release).
+func replied(reply int64, err error) answer { return answer{reply: reply, err: err} }
+
 // ask sends call to every node at once, with its place in q.nodes (to those in only, when not nil:
 // then not empty, or ask waits out the timeout), and waits for each answer
 // until timeout, or ctx's end; a node that has not answered by then gets an
 // error, and its call goes on, handing its answer to late (if not nil). It
 // returns the answers and how many it gave up on.
 func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int, call func(ctx context.Context, node int, n quorumNode) answer, late func(node int, a answer)) ([]answer, int) {
-	answers := make([]answer, len(q.nodes))
-	asked, got := make([]bool, len(q.nodes)), make([]bool, len(q.nodes))
+	// pending: asked, and not answered while ask waited (guarded by mu
+	// once the calls are out).
+	answers, pending := make([]answer, len(q.nodes)), make([]bool, len(q.nodes))
 	expected := 0
-	for i := range asked {
-		asked[i] = only == nil || slices.Contains(only, i)
-		if asked[i] {
+	for i := range pending {
+		pending[i] = only == nil || slices.Contains(only, i)
+		if pending[i] {
 			expected++
 		}
 	}
@@ -185,7 +189,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
-			answers[node], got[node] = a, true
+			answers[node], pending[node] = a, false
 		}
 		returned++
 		if returned == expected {
@@ -194,7 +198,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 		return stopped
 	}
 	for i, n := range q.nodes {
-		if asked[i] {
+		if pending[i] { // (each call writes its own node's only)
 			go func() {
 				if a := call(callCtx, i, n); deliver(i, a) && late != nil {
 					late(i, a)
@@ -212,8 +216,7 @@ func (q *quorumStore) ask(ctx context.Context, timeout time.Duration, only []int
 	abandoned := 0
 	for i, n := range q.nodes {
 		switch {
-		case !asked[i]:
-		case got[i]:
+		case !pending[i]: // answered, or not asked (then no error)
 			if answers[i].err != nil {
 				answers[i].err = fmt.Errorf("%s: %w", n.label, answers[i].err)
 			}
@@ -286,11 +289,11 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 	}, func(node int, a answer) { q.landed(att, node, key, a) })
 	validity := o.ttl - t.elapsed - drift(o.ttl)
 	won := len(t.done) >= q.needed && validity > 0
-	took := append(slices.Clip(t.done), q.decide(att, won, abandoned)...)
+	landed := q.decide(att, won, abandoned)
 	if won {
 		return true, 0, 0, nil
 	}
-	q.giveBack(ctx, timeout, key, token, took)
+	q.giveBack(ctx, timeout, key, token, append(slices.Clip(t.done), landed...))
 	qerr := q.failure(t, len(t.done), t.foreign, validity)
 	if t.foreign > 0 && len(t.done) < q.needed {
 		return false, 0, q.freeIn(t), qerr
@@ -300,7 +303,11 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 
 // freeIn returns the time until a majority can be free: counting the nodes
 // we took and the failed ones as free, the k-th shortest TTL among the
-// refusing nodes (-1ms when that one has no expiry).
+// refusing nodes, at least 1ms (0 would read as "unknown").
+//
+// The refusing nodes' TTLs are holderTTL's (see acquireKey), never
+// negative: 1ms for a key expiring now, and 0 (unknown) for a key without
+// expiry, which so counts as the shortest and reads as 1ms.
 func (q *quorumStore) freeIn(t tally) time.Duration {
 	var ttls []time.Duration
 	for _, a := range t.answers {
@@ -309,29 +316,19 @@ func (q *quorumStore) freeIn(t tally) time.Duration {
 		}
 	}
 	k := min(max(q.needed-len(t.done)-len(t.errs), 1), len(ttls))
-	// The k-th shortest is the (len-k+1)-th longest, a TTL without expiry
-	// the longest of all (majorityLease's order).
-	switch ttl := majorityLease(ttls, len(ttls)-k+1); {
-	case ttl < 0:
-		return -time.Millisecond
-	case ttl == 0:
-		return time.Millisecond // expiring now; 0 would read as "unknown"
-	default:
-		return ttl
-	}
+	// The k-th shortest is the (len-k+1)-th longest (majorityLease's order).
+	return max(majorityLease(ttls, len(ttls)-k+1), time.Millisecond)
 }
 
 // decide records an attempt's outcome for its stragglers, and returns the
-// nodes they took before it was known.
+// nodes they took before it was known (for a failed attempt to give back;
+// a won one keeps them). Decided, the attempt's landed grows no more.
 func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	att.decided, att.holding, att.out = true, won, stragglers
 	if won && att.finished < att.out {
 		q.straggles[att.token] = att
-	}
-	if won {
-		return nil
 	}
 	return att.landed
 }
@@ -345,14 +342,11 @@ func (q *quorumStore) decide(att *attempt, won bool, stragglers int) []int {
 func (q *quorumStore) landed(att *attempt, node int, key string, a answer) {
 	q.mu.Lock()
 	att.finished++
-	giveBack := false
-	if a.err == nil && a.reply == replyDone {
-		if att.decided {
-			giveBack = !att.holding
-		} else {
-			att.landed = append(att.landed, node)
-		}
+	took := a.err == nil && a.reply == replyDone
+	if took && !att.decided {
+		att.landed = append(att.landed, node) // decide hands it over
 	}
+	giveBack := took && att.decided && !att.holding
 	if att.decided && att.finished == att.out && q.straggles[att.token] == att {
 		delete(q.straggles, att.token)
 	}
@@ -373,8 +367,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 		return // (nil only would ask every node)
 	}
 	q.ask(context.WithoutCancel(ctx), timeout, nodes, func(ctx context.Context, _ int, n quorumNode) answer {
-		_, err := n.releaseKey(ctx, key, token)
-		return answer{err: err}
+		return replied(n.releaseKey(ctx, key, token))
 	}, nil)
 }
 
@@ -383,8 +376,7 @@ func (q *quorumStore) giveBack(ctx context.Context, timeout time.Duration, key, 
 // confirm; else a *QuorumError, which the watchdog retries.
 func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error) {
 	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, _ int, n quorumNode) answer {
-		reply, err := n.extend(ctx, r)
-		return answer{reply: reply, err: err}
+		return replied(n.extend(ctx, r))
 	}, nil)
 	if len(t.done) >= q.needed {
 		return replyDone, nil
@@ -408,8 +400,7 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	q.mu.Unlock()
 
 	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, _ int, n quorumNode) answer {
-		reply, err := n.releaseKey(ctx, key, token)
-		return answer{reply: reply, err: err}
+		return replied(n.releaseKey(ctx, key, token))
 	}, nil)
 	if reply, lost := q.lost(t); lost {
 		return reply, nil

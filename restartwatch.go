@@ -58,12 +58,11 @@ var watches = struct {
 // restartWatchOff turns the watch off for tests (see export_test.go).
 var restartWatchOff atomic.Bool
 
+// watchable: a client to watch (not a Cluster's: see restartWatch), unless
+// tests turned the watch off.
 func watchable(rdb redis.UniversalClient) bool {
-	if rdb == nil || restartWatchOff.Load() {
-		return false
-	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return !cluster
+	return rdb != nil && !cluster && !restartWatchOff.Load()
 }
 
 // joinWatch makes s a member of rdb's watch, opening it if needed; a
@@ -109,12 +108,11 @@ func (w *restartWatch) leave(s *scheduler) {
 func (w *restartWatch) run() {
 	defer close(w.exited)
 	ctx := context.Background()
-	ps := w.ps
-	defer func() { _ = ps.Close() }()
-	down := ps.Subscribe(ctx, w.channel) != nil // the server is down already
+	defer func() { _ = w.ps.Close() }()
+	down := w.ps.Subscribe(ctx, w.channel) != nil // the server is down already
 	wait := watchRetryMin
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, watchTick)
+	for !w.exit(false) {
+		msg, err := w.ps.ReceiveTimeout(ctx, watchTick)
 		switch {
 		case err == nil:
 			if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
@@ -139,9 +137,6 @@ func (w *restartWatch) run() {
 			down = true
 			time.Sleep(wait) // only while the server is unreachable
 			wait = min(2*wait, watchRetryMax)
-		}
-		if w.exit(false) {
-			return
 		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 // keys (they carry a TTL). A user who may not read the config: Debug only.
 
 type serverChecker interface {
-	// evictionPolicy returns maxmemory and maxmemory-policy.
+	// evictionPolicy returns maxmemory and maxmemory-policy, or the error
+	// that kept it from reading them (then the values mean nothing:
+	// checkServer reads the error first).
 	evictionPolicy(ctx context.Context) (maxmemory, policy string, err error)
 }
 
@@ -27,8 +29,5 @@ func evictsCounters(policy string) string {
 
 func (s singleStore) evictionPolicy(ctx context.Context) (maxmemory, policy string, err error) {
 	values, err := s.rdb.ConfigGet(ctx, "maxmemory*").Result()
-	if err != nil {
-		return "", "", err
-	}
-	return values["maxmemory"], values["maxmemory-policy"], nil
+	return values["maxmemory"], values["maxmemory-policy"], err
 }
