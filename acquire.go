@@ -91,8 +91,9 @@ type acquisition struct {
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
-	// seat: where a hand-over to us finds us; woken: the room's plain announcements.
-	seat  *seat
+	// seat: where a hand-over to us finds us (its wake-up, see
+	// waitRoom.expect); woken: the room's plain announcements.
+	seat  <-chan struct{}
 	woken <-chan struct{}
 
 	held    bool   // an attempt found the lock held by someone else
@@ -644,7 +645,7 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	select {
 	case <-a.timer.C:
 		return true, nil
-	case <-a.seat.wokenChan():
+	case <-a.seat:
 		return false, nil
 	case <-a.woken:
 		return false, nil

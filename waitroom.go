@@ -73,8 +73,9 @@ type earlyAttempt struct {
 	reply *redis.Cmd
 }
 
-// expect seats ticket's caller: a hand-over to it wakes it from now on.
-func (r *waitRoom) expect(ticket string) *seat {
+// expect seats ticket's caller: a hand-over to it wakes it from now on,
+// on the channel returned.
+func (r *waitRoom) expect(ticket string) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seats == nil {
@@ -85,7 +86,7 @@ func (r *waitRoom) expect(ticket string) *seat {
 		s = &seat{woken: make(chan struct{}, 1)}
 		r.seats[ticket] = s
 	}
-	return s
+	return s.woken
 }
 
 func (r *waitRoom) unseat(ticket string) {
@@ -359,11 +360,4 @@ func (w *waitRooms) close(ctx context.Context) {
 	if w.notifier != nil {
 		w.notifier.wait(ctx)
 	}
-}
-
-func (s *seat) wokenChan() <-chan struct{} {
-	if s == nil {
-		return nil
-	}
-	return s.woken
 }
