@@ -510,23 +510,16 @@ func (a *acquisition) tooLate() error {
 	return nil
 }
 
-// handOut gives the lock back, with the caller's error, when the Client
-// began closing meanwhile.
-func (a *acquisition) handOut() error {
-	if a.c.closed.Load() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
-		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
-		cancel()
-		return fmt.Errorf("%w: %s %s", ErrClosed, a.kind.rules().what, a.subjectName())
-	}
-	return nil
-}
-
 // succeed hands out the Lock, leased for lease from a.sent, taken at took. An
 // exclusive holder keeps the turn of this Client's waiters; any other passes it.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
-	if err := a.handOut(); err != nil {
-		return a.fail(err)
+	if a.c.closed.Load() {
+		// The Client began closing meanwhile: the lock goes back, and the
+		// caller gets Close's error.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
+		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
+		cancel()
+		return a.fail(fmt.Errorf("%w: %s %s", ErrClosed, a.kind.rules().what, a.subjectName()))
 	}
 	var room *waitRoom
 	if a.kind.rules().keepsTurn && a.room != nil {

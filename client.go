@@ -217,7 +217,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	close(c.closing)
 	// When ctx ends first, an attempt that succeeds from now on gives its
-	// lock back (handOut).
+	// lock back (acquisition.succeed).
 	err := closeWait(ctx, c.calls.close(), "Acquire calls under way")
 	c.init.Do(c.setup)
 	refs, terms := c.endHeld()
