@@ -110,24 +110,6 @@ type acquisition struct {
 	firstSent time.Time
 }
 
-// begin checks a call and registers it with Close (the caller exits it when err is nil).
-func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, shared string, keyLen int, err error) {
-	if ctx == nil {
-		return "", "", 0, invalidf("nil context")
-	}
-	if names, shared, keyLen, err = lockKeysShared(prefix, name); err != nil {
-		return "", "", 0, err
-	}
-	if !c.calls.enter() {
-		return "", "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
-	}
-	if err := ctx.Err(); err != nil {
-		c.calls.exit()
-		return "", "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
-	}
-	return names, shared, keyLen, nil
-}
-
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
 func (a *acquisition) init(names, shared string, keyLen int, layout func(o *options, r *lockRef)) {
 	a.l = &hold{client: a.c, opts: a.o, name: a.name, ref: lockRef{kind: a.kind}}
@@ -710,13 +692,23 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	return c.acquireKind(ctx, k, name, o, layout)
 }
 
-// acquireKind runs an acquisition with its options resolved.
+// acquireKind runs an acquisition with its options resolved: it checks the
+// call, and registers it with Close (which waits for it) until it returns.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
-	names, shared, keyLen, err := c.begin(ctx, k.rules().what, o.prefix, name)
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	names, shared, keyLen, err := lockKeysShared(o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
+	if !c.calls.enter() {
+		return nil, fmt.Errorf("%w: %s %q", ErrClosed, k.rules().what, name)
+	}
 	defer c.calls.exit()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redislock: %s %q: context already done: %w", k.rules().what, name, err)
+	}
 	c.checkServer(ctx, o)
 	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}
 	a.init(names, shared, keyLen, layout)
