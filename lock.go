@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"time"
 	"weak"
@@ -121,7 +120,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.h.lostName())
 	case reply == -1:
 		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.h.name)
-	case reply < 0 || reply > int64(math.MaxInt64/time.Millisecond):
+	case reply < 0 || reply > maxLeaseMs:
 		return 0, fmt.Errorf("redislock: TTL of %q: unexpected reply %d from the pttl script", l.h.name, reply)
 	}
 	return time.Duration(reply) * time.Millisecond, nil

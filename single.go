@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -378,7 +377,7 @@ func holderTTL(millis int64) time.Duration {
 	switch {
 	case millis == 0:
 		return time.Millisecond
-	case millis < 0 || millis > int64(math.MaxInt64/time.Millisecond):
+	case millis < 0 || millis > maxLeaseMs:
 		return 0
 	}
 	return time.Duration(millis) * time.Millisecond

@@ -134,7 +134,8 @@ func (r *waitRoom) wants(payload string) bool {
 	return true
 }
 
-// maxLeaseMs bounds an announced lease (ms) to what a time.Duration holds.
+// maxLeaseMs bounds a lease or PTTL read from Redis (ms: an announced
+// hand-over's, a holder's, a Lock's TTL) to what a time.Duration holds.
 const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 
 // takeHandover takes the lease of a hand-over to ticket announced since the last call.
