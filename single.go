@@ -139,7 +139,7 @@ func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // acquireKey is acquire from strings, for a quorum's nodes (WAIT included;
 // no queue: a quorum's waiters poll), which give back themselves.
 func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
-	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, []string{key}, token, o.ttl.Milliseconds(), "0", "0")
+	cmd, ackErr := runAcked(ctx, s.rdb, o, scriptArgs(acquireScript, []string{key}, token, o.ttl.Milliseconds(), "0", "0"))
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
 	if err != nil || !acquired {
 		return false, 0, holder, err
@@ -176,7 +176,7 @@ func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error)
 	if r.multi != nil {
 		return s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
 	}
-	cmd, ackErr := runScript(ctx, s.rdb, r.opts, r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds())
+	cmd, ackErr := runAcked(ctx, s.rdb, r.opts, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	reply, err := cmd.Int64()
 	s.slots.note(err)
 	if err == nil && reply == replyDone && ackErr != nil {
@@ -307,19 +307,14 @@ func runOn(ctx context.Context, rdb redis.UniversalClient, args []any) *redis.Cm
 	return cmds[0]
 }
 
-// runScript runs script and, with WithReplicaAck, WAIT in the same pipeline;
-// ackErr (matching ErrReplicaAck) says when the replicas fell short.
-func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
-	if o.replicas == 0 {
-		return runOn(ctx, rdb, scriptArgs(script, keys, args...)), nil
-	}
-	return runAcked(ctx, rdb, o, scriptArgs(script, keys, args...))
-}
-
-// runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
-// keys, args): the script and WAIT in one pipeline. ackErr is nil when
+// runAcked runs a prepared EVALSHA ("evalsha", sha, numkeys, keys, args)
+// on rdb, and, with WithReplicaAck, WAIT in the same pipeline; ackErr
+// (matching ErrReplicaAck) says when the replicas fell short: it is nil when
 // enough replicas acknowledged the script (or the script failed).
 func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, command []any) (reply *redis.Cmd, ackErr error) {
+	if o.replicas == 0 {
+		return runOn(ctx, rdb, command), nil
+	}
 	cmds := []*redis.Cmd{scriptCmd(ctx, command)}
 	var acked func() (int64, error) // WAIT's reply
 	runScripts(ctx, cmds, func(cmds []*redis.Cmd) {
