@@ -81,10 +81,7 @@ func (s singleStore) idle() <-chan struct{} {
 }
 
 func (s singleStore) check(o *options) error {
-	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
-		return invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
-	}
-	return nil
+	return invalidIf(s.slotted() && o.replicas > 0, "WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
 }
 
 func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
