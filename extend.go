@@ -40,10 +40,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.h.extendOnce(ctx, ttl, false); err != nil {
 		return err
 	}
-	interval := ttl / 3
-	if every := l.h.opts.extendInterval; every > 0 && every < ttl {
-		interval = every
-	}
+	interval := l.h.opts.interval(ttl)
 	l.h.mu.Lock()
 	l.h.ttl, l.h.interval = ttl, interval
 	l.h.mu.Unlock()

@@ -71,7 +71,7 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
 	l.acquiredAt, l.watch = took, watchState{index: -1}
-	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
+	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(o.ttl), sent.Add(lease-drift(lease))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadlineAlarm = alarm{rings: (*safeDeadlineRing)(l), index: -1}
