@@ -168,9 +168,8 @@ func (a *acquisition) run() (*Lock, error) {
 			// A reply too late for its lease is a timeout (see tooLate).
 			if err = a.tooLate(); err == nil {
 				return a.succeed(a.o.ttl, a.sent)
-			} else if a.again(err, transient(err)) {
-				err = nil
 			}
+			err = a.again(err, transient(err))
 		}
 		switch {
 		case err != nil:
@@ -408,26 +407,23 @@ func (a *acquisition) failed(err error) error {
 		}
 		return a.stopped(ended)
 	}
-	if a.again(err, transient(raw)) {
-		return nil
-	}
-	return err
+	return a.again(err, transient(raw))
 }
 
-// again tells whether a caller tries again after an attempt failed with err:
-// when it waits, its ctx lasts and err is transient. It keeps err as the
-// last Redis error (reported when the wait ends) and sets the next try.
-func (a *acquisition) again(err error, transient bool) bool {
+// again returns nil when a caller tries again after an attempt failed with
+// err (it waits, its ctx lasts and err is transient), else err. It keeps err
+// as the last Redis error (reported when the wait ends) and sets the next try.
+func (a *acquisition) again(err error, transient bool) error {
 	a.failing = err
 	if !a.waits || !transient || a.ctx.Err() != nil {
-		return false
+		return err
 	}
 	a.failures++
 	a.retryAt = time.Now().Add(retryPause(a.failures))
 	if a.failures == 1 {
 		a.o.log().Warn("redislock: redis failing while waiting, trying again", "name", a.name, "error", err)
 	}
-	return true
+	return nil
 }
 
 // notNow are the replies of a Redis that is there but will take the command
