@@ -158,8 +158,6 @@ func waited(wg *sync.WaitGroup) <-chan struct{} {
 
 func isNilClient(rdb redis.UniversalClient) bool {
 	switch r := rdb.(type) {
-	case nil:
-		return true
 	case *redis.Client:
 		return r == nil
 	case *redis.ClusterClient:
@@ -167,7 +165,7 @@ func isNilClient(rdb redis.UniversalClient) bool {
 	case *redis.Ring:
 		return r == nil
 	}
-	return false
+	return rdb == nil
 }
 
 func applyOptions(o *options, opts []Option) {
