@@ -68,13 +68,11 @@ func (l *Lock) Fence() int64 { return l.held().fence }
 // Context().Err() it waits for no timer: right the instant a paused process
 // resumes. Call it before an irreversible write; it sends nothing.
 func (l *Lock) Valid() bool {
-	if l == nil || l.h == nil {
-		return false
-	}
+	h := l.held()              // a nil Lock's has no safe deadline: never valid
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
-	l.h.mu.Lock()
-	defer l.h.mu.Unlock()
-	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended == nil && time.Now().Before(h.safeDeadline)
 }
 
 // Context returns a context with the values of Acquire's ctx, cancelled when
