@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -269,8 +268,7 @@ func (s *scheduler) lookAtAll() {
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, l := range s.items.items {
-		l.watch.due = now
+		l.watch.due = now // all due alike: still a heap, in its order
 	}
-	heap.Init(&s.items)
 	s.armLocked()
 }
