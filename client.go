@@ -365,8 +365,7 @@ func (c *Client) leave(ref *lockRef, until time.Time) {
 	case <-c.closing: // Close tells its waiters at once
 		return
 	}
-	t := time.NewTimer(max(wait, leaveWait))
-	defer t.Stop()
+	t := time.NewTimer(max(wait, leaveWait)) // unstopped, it is collected once unreachable (Go 1.23)
 	select {
 	case <-done:
 	case <-t.C:

@@ -332,8 +332,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 		room.sub = sub
 	}
 	w.mu.Unlock()
-	t := time.NewTimer(within)
-	defer t.Stop()
+	t := time.NewTimer(within) // unstopped, it is collected once unreachable (Go 1.23)
 	select {
 	case <-sub.ready:
 	case <-ctx.Done():
