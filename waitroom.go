@@ -207,8 +207,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
-	timer := time.NewTimer(time.Hour) // (reset before each wait)
-	defer timer.Stop()
+	// Reset before each wait; unstopped, it is collected once unreachable (Go 1.23).
+	timer := time.NewTimer(time.Hour)
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
