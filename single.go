@@ -345,11 +345,9 @@ func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, comman
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
-		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
-			continue // one by one, below
+		if r := &reqs[i]; r.opts.replicas == 0 && r.multi == nil { // (the others one by one, below)
+			cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 		}
-		r := &reqs[i]
-		cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	}
 	runScripts(ctx, cmds, s.pipelined(ctx, false))
 	for i := range reqs {
