@@ -208,10 +208,7 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 	} else {
 		var wg sync.WaitGroup
 		for i := range reqs {
-			wg.Go(func() {
-				r := &reqs[i]
-				r.reply, r.err = s.store.extend(ctx, *r)
-			})
+			wg.Go(func() { reqs[i].reply, reqs[i].err = s.store.extend(ctx, reqs[i]) })
 		}
 		wg.Wait()
 	}
