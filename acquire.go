@@ -91,8 +91,9 @@ type acquisition struct {
 	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
-	// seat: where a hand-over to us finds us; woken: the room's plain announcements.
-	seat  *seat
+	// seat: where a hand-over to us finds us (its wake-up, see
+	// waitRoom.expect); woken: the room's plain announcements.
+	seat  <-chan struct{}
 	woken <-chan struct{}
 
 	held    bool   // an attempt found the lock held by someone else
@@ -107,24 +108,6 @@ type acquisition struct {
 	// ticket: what a hand-over to us announces; firstSent: our first attempt's send time.
 	ticket    string
 	firstSent time.Time
-}
-
-// begin checks a call and registers it with Close (the caller exits it when err is nil).
-func (c *Client) begin(ctx context.Context, what, prefix, name string) (names, shared string, keyLen int, err error) {
-	if ctx == nil {
-		return "", "", 0, invalidf("nil context")
-	}
-	if names, shared, keyLen, err = lockKeysShared(prefix, name); err != nil {
-		return "", "", 0, err
-	}
-	if !c.calls.enter() {
-		return "", "", 0, fmt.Errorf("%w: %s %q", ErrClosed, what, name)
-	}
-	if err := ctx.Err(); err != nil {
-		c.calls.exit()
-		return "", "", 0, fmt.Errorf("redislock: %s %q: context already done: %w", what, name, err)
-	}
-	return names, shared, keyLen, nil
 }
 
 // init builds the Lock (layout adds its kind's keys) and decides how to wait.
@@ -185,9 +168,8 @@ func (a *acquisition) run() (*Lock, error) {
 			// A reply too late for its lease is a timeout (see tooLate).
 			if err = a.tooLate(); err == nil {
 				return a.succeed(a.o.ttl, a.sent)
-			} else if a.again(err, transient(err)) {
-				err = nil
 			}
+			err = a.again(err, transient(err))
 		}
 		switch {
 		case err != nil:
@@ -425,26 +407,23 @@ func (a *acquisition) failed(err error) error {
 		}
 		return a.stopped(ended)
 	}
-	if a.again(err, transient(raw)) {
-		return nil
-	}
-	return err
+	return a.again(err, transient(raw))
 }
 
-// again tells whether a caller tries again after an attempt failed with err:
-// when it waits, its ctx lasts and err is transient. It keeps err as the
-// last Redis error (reported when the wait ends) and sets the next try.
-func (a *acquisition) again(err error, transient bool) bool {
+// again returns nil when a caller tries again after an attempt failed with
+// err (it waits, its ctx lasts and err is transient), else err. It keeps err
+// as the last Redis error (reported when the wait ends) and sets the next try.
+func (a *acquisition) again(err error, transient bool) error {
 	a.failing = err
 	if !a.waits || !transient || a.ctx.Err() != nil {
-		return false
+		return err
 	}
 	a.failures++
 	a.retryAt = time.Now().Add(retryPause(a.failures))
 	if a.failures == 1 {
 		a.o.log().Warn("redislock: redis failing while waiting, trying again", "name", a.name, "error", err)
 	}
-	return true
+	return nil
 }
 
 // notNow are the replies of a Redis that is there but will take the command
@@ -509,23 +488,16 @@ func (a *acquisition) tooLate() error {
 	return nil
 }
 
-// handOut gives the lock back, with the caller's error, when the Client
-// began closing meanwhile.
-func (a *acquisition) handOut() error {
-	if a.c.closed.Load() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
-		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
-		cancel()
-		return fmt.Errorf("%w: %s %s", ErrClosed, a.kind.rules().what, a.subjectName())
-	}
-	return nil
-}
-
 // succeed hands out the Lock, leased for lease from a.sent, taken at took. An
 // exclusive holder keeps the turn of this Client's waiters; any other passes it.
 func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error) {
-	if err := a.handOut(); err != nil {
-		return a.fail(err)
+	if a.c.closed.Load() {
+		// The Client began closing meanwhile: the lock goes back, and the
+		// caller gets Close's error.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.parent), ReleaseTimeout)
+		_, _ = a.c.store.abandon(ctx, []*lockRef{&a.l.ref})
+		cancel()
+		return a.fail(fmt.Errorf("%w: %s %s", ErrClosed, a.kind.rules().what, a.subjectName()))
 	}
 	var room *waitRoom
 	if a.kind.rules().keepsTurn && a.room != nil {
@@ -554,7 +526,9 @@ func (a *acquisition) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
+// close undoes what a failed acquisition leaves: our queue place, the turn,
+// the cap's context (our timer needs no Stop: since Go 1.23 an unstopped
+// timer is collected once unreachable).
 func (a *acquisition) close() {
 	if a.patience.waits > 0 {
 		a.l.observeWait(false)
@@ -567,9 +541,6 @@ func (a *acquisition) close() {
 			a.room.unseat(a.ticket)
 		}
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
-	}
-	if a.timer != nil {
-		a.timer.Stop()
 	}
 	if a.cancelCap != nil {
 		a.cancelCap()
@@ -644,7 +615,7 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	select {
 	case <-a.timer.C:
 		return true, nil
-	case <-a.seat.wokenChan():
+	case <-a.seat:
 		return false, nil
 	case <-a.woken:
 		return false, nil
@@ -716,13 +687,23 @@ func (c *Client) take(ctx context.Context, k lockKind, name string, opts []Optio
 	return c.acquireKind(ctx, k, name, o, layout)
 }
 
-// acquireKind runs an acquisition with its options resolved.
+// acquireKind runs an acquisition with its options resolved: it checks the
+// call, and registers it with Close (which waits for it) until it returns.
 func (c *Client) acquireKind(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
-	names, shared, keyLen, err := c.begin(ctx, k.rules().what, o.prefix, name)
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	names, shared, keyLen, err := lockKeysShared(o.prefix, name)
 	if err != nil {
 		return nil, err
 	}
+	if !c.calls.enter() {
+		return nil, fmt.Errorf("%w: %s %q", ErrClosed, k.rules().what, name)
+	}
 	defer c.calls.exit()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redislock: %s %q: context already done: %w", k.rules().what, name, err)
+	}
 	c.checkServer(ctx, o)
 	a := acquisition{c: c, ctx: ctx, parent: ctx, o: o, name: name, kind: k, start: time.Now()}
 	a.init(names, shared, keyLen, layout)

@@ -114,7 +114,13 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 		if slot := l.claim(); slot != nil {
 			b.mu.Unlock()
 			_ = b.rdb.Process(ctx, cmd)
-			b.sent(l, slot)
+			// The send ends: the queue goes to a flusher on its slot.
+			took := time.Since(slot.since) // (only this goroutine writes it now)
+			b.mu.Lock()
+			if batch := l.next(slot, took); batch != nil {
+				b.startFlusher(l, slot, batch)
+			}
+			b.mu.Unlock()
 			return cmd
 		}
 	}
@@ -187,8 +193,7 @@ const replyGrace = 250 * time.Millisecond
 // ended) and the janitor gives the attempt back. (A constant 250 ms made
 // every waiter that gave up on a stalled link return that late.)
 func (b *batcher) replied(l *lane, call *batchCall) bool {
-	t := time.NewTimer(b.usualWait(l))
-	defer t.Stop()
+	t := time.NewTimer(b.usualWait(l)) // unstopped, it is collected once unreachable (Go 1.23)
 	select {
 	case <-call.done:
 		call.free()
@@ -295,16 +300,6 @@ func (b *batcher) dispatchLocked(l *lane) {
 		return
 	}
 	b.watchLocked(l)
-}
-
-// sent ends a lone caller's send: the queue goes to a flusher on its slot.
-func (b *batcher) sent(l *lane, slot *sendSlot) {
-	took := time.Since(slot.since) // (only this goroutine writes it now)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if batch := l.next(slot, took); batch != nil {
-		b.startFlusher(l, slot, batch)
-	}
 }
 
 // startFlusher has a new flusher send batch on live slot. b.mu is held.

@@ -158,8 +158,6 @@ func waited(wg *sync.WaitGroup) <-chan struct{} {
 
 func isNilClient(rdb redis.UniversalClient) bool {
 	switch r := rdb.(type) {
-	case nil:
-		return true
 	case *redis.Client:
 		return r == nil
 	case *redis.ClusterClient:
@@ -167,7 +165,7 @@ func isNilClient(rdb redis.UniversalClient) bool {
 	case *redis.Ring:
 		return r == nil
 	}
-	return false
+	return rdb == nil
 }
 
 func applyOptions(o *options, opts []Option) {
@@ -217,7 +215,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	close(c.closing)
 	// When ctx ends first, an attempt that succeeds from now on gives its
-	// lock back (handOut).
+	// lock back (acquisition.succeed).
 	err := closeWait(ctx, c.calls.close(), "Acquire calls under way")
 	c.init.Do(c.setup)
 	refs, terms := c.endHeld()
@@ -367,8 +365,7 @@ func (c *Client) leave(ref *lockRef, until time.Time) {
 	case <-c.closing: // Close tells its waiters at once
 		return
 	}
-	t := time.NewTimer(max(wait, leaveWait))
-	defer t.Stop()
+	t := time.NewTimer(max(wait, leaveWait)) // unstopped, it is collected once unreachable (Go 1.23)
 	select {
 	case <-done:
 	case <-t.C:

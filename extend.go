@@ -37,13 +37,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.h.endedFor(ctx); err != nil { // released or lost while we waited
 		return err
 	}
-	if err := l.h.extendOnce(ctx, ttl, false); err != nil {
+	// One extension, recorded as the watchdog's are (we hold l.h.extending).
+	sent := time.Now()
+	reply, err := l.h.client.store.extend(ctx, l.h.extendRequest(ttl))
+	if err = l.h.recordExtension(sent, time.Since(sent), ttl, reply, err, false); err != nil {
 		return err
 	}
-	interval := ttl / 3
-	if every := l.h.opts.extendInterval; every > 0 && every < ttl {
-		interval = every
-	}
+	interval := l.h.opts.interval(ttl)
 	l.h.mu.Lock()
 	l.h.ttl, l.h.interval = ttl, interval
 	l.h.mu.Unlock()
@@ -56,13 +56,6 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 func (l *hold) extendRequest(ttl time.Duration) extendRequest {
 	return extendRequest{opts: l.opts, key: l.ref.key, token: l.ref.token, ttl: ttl, kind: l.ref.kind, extraKey: l.ref.extraKey, multi: l.ref.multi}
-}
-
-// extendOnce sends one extension and records it; the caller holds l.extending.
-func (l *hold) extendOnce(ctx context.Context, ttl time.Duration, byWatchdog bool) error {
-	sent := time.Now()
-	reply, err := l.client.store.extend(ctx, l.extendRequest(ttl))
-	return l.recordExtension(sent, time.Since(sent), ttl, reply, err, byWatchdog)
 }
 
 // recordExtension: a confirmed extension moves the safe deadline, "not ours"

@@ -71,7 +71,7 @@ func (l *hold) startLeased(ctx context.Context, fence int64, sent, took time.Tim
 	o := l.opts
 	l.fence, l.room, l.parent = fence, room, ctx
 	l.acquiredAt, l.watch = took, watchState{index: -1}
-	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(), sent.Add(lease-drift(lease))
+	l.ttl, l.interval, l.safeDeadline = o.ttl, o.interval(o.ttl), sent.Add(lease-drift(lease))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadlineAlarm = alarm{rings: (*safeDeadlineRing)(l), index: -1}
@@ -207,8 +207,7 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 // lose ends the hold by a loss, unless it ended before (a loss found after
 // a Release is the release's to report), and hands the turn on.
 func (l *hold) lose(reason LostReason, cause error, paused time.Duration) {
-	lost := &LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause, Paused: paused}
-	l.endAndPass(lost)
+	l.endAndPass(&LostError{Name: l.lostName(), Reason: reason, HeldFor: time.Since(l.acquiredAt), Err: cause, Paused: paused})
 }
 
 // endAndPass ends the hold with cause (see end) and hands the turn on; false
@@ -232,10 +231,7 @@ func (l *hold) giveUp(cause error, unlessEnded bool) bool {
 		l.releasing = releaseDone
 	}
 	l.mu.Unlock()
-	if !mine {
-		return false
-	}
-	return l.endAndPass(cause)
+	return mine && l.endAndPass(cause)
 }
 
 // cancelLocked cancels the lock's context (now, or when made); the first cause stays.

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"time"
 	"weak"
@@ -69,13 +68,11 @@ func (l *Lock) Fence() int64 { return l.held().fence }
 // Context().Err() it waits for no timer: right the instant a paused process
 // resumes. Call it before an irreversible write; it sends nothing.
 func (l *Lock) Valid() bool {
-	if l == nil || l.h == nil {
-		return false
-	}
+	h := l.held()              // a nil Lock's has no safe deadline: never valid
 	defer runtime.KeepAlive(l) // a Lock in use is no dropped one (see dropped)
-	l.h.mu.Lock()
-	defer l.h.mu.Unlock()
-	return l.h.ended == nil && time.Now().Before(l.h.safeDeadline)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended == nil && time.Now().Before(h.safeDeadline)
 }
 
 // Context returns a context with the values of Acquire's ctx, cancelled when
@@ -121,7 +118,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %q: held by another holder", ErrNotHeld, l.h.lostName())
 	case reply == -1:
 		return 0, fmt.Errorf("redislock: TTL of %q: the key has no expiry (someone ran PERSIST on it)", l.h.name)
-	case reply < 0 || reply > int64(math.MaxInt64/time.Millisecond):
+	case reply < 0 || reply > maxLeaseMs:
 		return 0, fmt.Errorf("redislock: TTL of %q: unexpected reply %d from the pttl script", l.h.name, reply)
 	}
 	return time.Duration(reply) * time.Millisecond, nil

@@ -102,11 +102,14 @@ func (o *options) validate() error {
 	return validStrategy(o.retry)
 }
 
-func (o *options) interval() time.Duration {
-	if o.extendInterval > 0 {
+// interval is the watchdog's interval for a lease of ttl: the extend
+// interval when one is set below ttl (validate makes it so for the TTL;
+// Extend's ttl may be shorter), else ttl/3.
+func (o *options) interval(ttl time.Duration) time.Duration {
+	if o.extendInterval > 0 && o.extendInterval < ttl {
 		return o.extendInterval
 	}
-	return o.ttl / 3
+	return ttl / 3
 }
 
 func (o *options) log() *slog.Logger {

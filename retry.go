@@ -28,10 +28,7 @@ type linearBackoff struct{ interval time.Duration }
 func (s linearBackoff) NextBackoff(int) (time.Duration, bool) { return s.interval, true }
 
 func (s linearBackoff) validate() error {
-	if s.interval <= 0 {
-		return invalidf("LinearBackoff interval %v must be positive", s.interval)
-	}
-	return nil
+	return invalidIf(s.interval <= 0, "LinearBackoff interval %v must be positive", s.interval)
 }
 
 // LinearBackoff retries every d (d > 0), until the context ends or the
@@ -56,10 +53,7 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 }
 
 func (s exponentialBackoff) validate() error {
-	if s.min <= 0 || s.max < s.min {
-		return invalidf("ExponentialBackoff(%v, %v) needs 0 < min <= max", s.min, s.max)
-	}
-	return nil
+	return invalidIf(s.min <= 0 || s.max < s.min, "ExponentialBackoff(%v, %v) needs 0 < min <= max", s.min, s.max)
 }
 
 // ExponentialBackoff retries after a random wait between min and a ceiling

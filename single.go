@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -82,10 +81,7 @@ func (s singleStore) idle() <-chan struct{} {
 }
 
 func (s singleStore) check(o *options) error {
-	if _, cluster := s.rdb.(*redis.ClusterClient); cluster && o.replicas > 0 {
-		return invalidf("WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
-	}
-	return nil
+	return invalidIf(s.slotted() && o.replicas > 0, "WithReplicaAck needs a client on one primary (WAIT must use the connection that wrote); a ClusterClient does not promise that")
 }
 
 func (s singleStore) acquire(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
@@ -140,7 +136,7 @@ func isTryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // acquireKey is acquire from strings, for a quorum's nodes (WAIT included;
 // no queue: a quorum's waiters poll), which give back themselves.
 func (s singleStore) acquireKey(ctx context.Context, o *options, key, token string) (bool, int64, time.Duration, error) {
-	cmd, ackErr := runScript(ctx, s.rdb, o, acquireScript, []string{key}, token, o.ttl.Milliseconds(), "0", "0")
+	cmd, ackErr := runAcked(ctx, s.rdb, o, scriptArgs(acquireScript, []string{key}, token, o.ttl.Milliseconds(), "0", "0"))
 	acquired, fence, holder, err := parseAcquire(cmd, o.fencing)
 	if err != nil || !acquired {
 		return false, 0, holder, err
@@ -177,7 +173,7 @@ func (s singleStore) extend(ctx context.Context, r extendRequest) (int64, error)
 	if r.multi != nil {
 		return s.extendMulti(ctx, r.opts, r.multi, r.token, r.ttl)
 	}
-	cmd, ackErr := runScript(ctx, s.rdb, r.opts, r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds())
+	cmd, ackErr := runAcked(ctx, s.rdb, r.opts, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	reply, err := cmd.Int64()
 	s.slots.note(err)
 	if err == nil && reply == replyDone && ackErr != nil {
@@ -308,19 +304,14 @@ func runOn(ctx context.Context, rdb redis.UniversalClient, args []any) *redis.Cm
 	return cmds[0]
 }
 
-// runScript runs script and, with WithReplicaAck, WAIT in the same pipeline;
-// ackErr (matching ErrReplicaAck) says when the replicas fell short.
-func runScript(ctx context.Context, rdb redis.UniversalClient, o *options, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, ackErr error) {
-	if o.replicas == 0 {
-		return runOn(ctx, rdb, scriptArgs(script, keys, args...)), nil
-	}
-	return runAcked(ctx, rdb, o, scriptArgs(script, keys, args...))
-}
-
-// runAcked is runScript for a prepared EVALSHA ("evalsha", sha, numkeys,
-// keys, args): the script and WAIT in one pipeline. ackErr is nil when
+// runAcked runs a prepared EVALSHA ("evalsha", sha, numkeys, keys, args)
+// on rdb, and, with WithReplicaAck, WAIT in the same pipeline; ackErr
+// (matching ErrReplicaAck) says when the replicas fell short: it is nil when
 // enough replicas acknowledged the script (or the script failed).
 func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, command []any) (reply *redis.Cmd, ackErr error) {
+	if o.replicas == 0 {
+		return runOn(ctx, rdb, command), nil
+	}
 	cmds := []*redis.Cmd{scriptCmd(ctx, command)}
 	var acked func() (int64, error) // WAIT's reply
 	runScripts(ctx, cmds, func(cmds []*redis.Cmd) {
@@ -354,11 +345,9 @@ func runAcked(ctx context.Context, rdb redis.UniversalClient, o *options, comman
 func (s singleStore) extendBatch(ctx context.Context, reqs []extendRequest) {
 	cmds := make([]*redis.Cmd, len(reqs))
 	for i := range reqs {
-		if reqs[i].opts.replicas > 0 || reqs[i].multi != nil {
-			continue // one by one, below
+		if r := &reqs[i]; r.opts.replicas == 0 && r.multi == nil { // (the others one by one, below)
+			cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 		}
-		r := &reqs[i]
-		cmds[i] = scriptCmd(ctx, scriptArgs(r.kind.rules().extend, r.kind.scriptKeys(r.key, r.extraKey), r.token, r.ttl.Milliseconds()))
 	}
 	runScripts(ctx, cmds, s.pipelined(ctx, false))
 	for i := range reqs {
@@ -378,7 +367,7 @@ func holderTTL(millis int64) time.Duration {
 	switch {
 	case millis == 0:
 		return time.Millisecond
-	case millis < 0 || millis > int64(math.MaxInt64/time.Millisecond):
+	case millis < 0 || millis > maxLeaseMs:
 		return 0
 	}
 	return time.Duration(millis) * time.Millisecond

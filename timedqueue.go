@@ -57,7 +57,8 @@ type timedQueue[T any] struct {
 	busy   bool      // a round is running: it sets the timer when done
 	ended  sync.Cond // broadcast when a round ends (L: &mu)
 	// slack: how early an item may join a round; beforeRounds and idle run
-	// with mu held as rounds begin and when the queue empties.
+	// with mu held as rounds begin and when the queue empties. The owner
+	// sets those it needs after init (which makes them no-ops).
 	slack        func(T) time.Duration
 	run          func(due []T)
 	beforeRounds func(now time.Time)
@@ -70,6 +71,8 @@ type timedQueue[T any] struct {
 func (q *timedQueue[T]) init(bg *background, when func(T) time.Time, slot func(T) *int, run func([]T)) {
 	q.items.when, q.items.slot, q.run = when, slot, run
 	q.ended.L, q.pauses = &q.mu, &bg.pauses
+	q.slack = func(T) time.Duration { return 0 }
+	q.beforeRounds, q.idle = func(time.Time) {}, func() {}
 	q.timer.fire = func() {
 		if bg.enter() {
 			defer bg.exit()
@@ -95,9 +98,7 @@ func (q *timedQueue[T]) removeLocked(x T) {
 func (q *timedQueue[T]) idleLocked() {
 	if q.items.Len() == 0 && !q.busy {
 		q.timer.stop()
-		if q.idle != nil {
-			q.idle()
-		}
+		q.idle()
 	}
 }
 
@@ -127,9 +128,7 @@ func (q *timedQueue[T]) fire() {
 	now := time.Now()
 	q.pauses.note(q.timer.armed, now)
 	q.timer.fired()
-	if q.beforeRounds != nil {
-		q.beforeRounds(now)
-	}
+	q.beforeRounds(now)
 	for due := q.takeDueLocked(time.Now()); len(due) > 0; due = q.takeDueLocked(time.Now()) {
 		q.mu.Unlock()
 		q.run(due)
@@ -146,11 +145,8 @@ func (q *timedQueue[T]) fire() {
 func (q *timedQueue[T]) takeDueLocked(now time.Time) []T {
 	var due []T
 	for q.items.Len() > 0 {
-		at, first := now, q.items.items[0]
-		if q.slack != nil {
-			at = now.Add(q.slack(first))
-		}
-		if q.items.when(first).After(at) {
+		first := q.items.items[0]
+		if q.items.when(first).After(now.Add(q.slack(first))) {
 			break
 		}
 		due = append(due, heap.Pop(&q.items).(T))

@@ -73,8 +73,9 @@ type earlyAttempt struct {
 	reply *redis.Cmd
 }
 
-// expect seats ticket's caller: a hand-over to it wakes it from now on.
-func (r *waitRoom) expect(ticket string) *seat {
+// expect seats ticket's caller: a hand-over to it wakes it from now on,
+// on the channel returned.
+func (r *waitRoom) expect(ticket string) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seats == nil {
@@ -85,7 +86,7 @@ func (r *waitRoom) expect(ticket string) *seat {
 		s = &seat{woken: make(chan struct{}, 1)}
 		r.seats[ticket] = s
 	}
-	return s
+	return s.woken
 }
 
 func (r *waitRoom) unseat(ticket string) {
@@ -133,7 +134,8 @@ func (r *waitRoom) wants(payload string) bool {
 	return true
 }
 
-// maxLeaseMs bounds an announced lease (ms) to what a time.Duration holds.
+// maxLeaseMs bounds a lease or PTTL read from Redis (ms: an announced
+// hand-over's, a holder's, a Lock's TTL) to what a time.Duration holds.
 const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 
 // takeHandover takes the lease of a hand-over to ticket announced since the last call.
@@ -205,8 +207,8 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
-	timer := time.NewTimer(time.Hour) // (reset before each wait)
-	defer timer.Stop()
+	// Reset before each wait; unstopped, it is collected once unreachable (Go 1.23).
+	timer := time.NewTimer(time.Hour)
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
@@ -330,8 +332,7 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 		room.sub = sub
 	}
 	w.mu.Unlock()
-	t := time.NewTimer(within)
-	defer t.Stop()
+	t := time.NewTimer(within) // unstopped, it is collected once unreachable (Go 1.23)
 	select {
 	case <-sub.ready:
 	case <-ctx.Done():
@@ -359,11 +360,4 @@ func (w *waitRooms) close(ctx context.Context) {
 	if w.notifier != nil {
 		w.notifier.wait(ctx)
 	}
-}
-
-func (s *seat) wokenChan() <-chan struct{} {
-	if s == nil {
-		return nil
-	}
-	return s.woken
 }

@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -209,10 +208,7 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 	} else {
 		var wg sync.WaitGroup
 		for i := range reqs {
-			wg.Go(func() {
-				r := &reqs[i]
-				r.reply, r.err = s.store.extend(ctx, *r)
-			})
+			wg.Go(func() { reqs[i].reply, reqs[i].err = s.store.extend(ctx, reqs[i]) })
 		}
 		wg.Wait()
 	}
@@ -269,8 +265,7 @@ func (s *scheduler) lookAtAll() {
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, l := range s.items.items {
-		l.watch.due = now
+		l.watch.due = now // all due alike: still a heap, in its order
 	}
-	heap.Init(&s.items)
 	s.armLocked()
 }
