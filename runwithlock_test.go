@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
+	"slices"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,18 +108,35 @@ func deadAddr(t *testing.T) string {
 	return deadAddrs(t, 1)[0]
 }
 
-// deadAddrs returns n distinct closed ports: the listeners stay open until
-// all n are picked, since the kernel hands a port just closed out again.
+// deadAddrs returns n distinct loopback addresses that refuse connections
+// (see refusingAddr): each port stays taken until the test ends, so that
+// no server another test starts meanwhile can be handed it.
 func deadAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		addrs[i] = ln.Addr().String()
+	var addrs []string
+	for len(addrs) < n {
+		if addr := refusingAddr(t); !slices.Contains(addrs, addr) {
+			addrs = append(addrs, addr)
+		}
 	}
 	return addrs
+}
+
+// refusingAddr returns a loopback address that refuses connections: a
+// socket bound to a free port and never listening, closed when t ends.
+// (The suite runs on Linux.) A closed listener's port would be free for the kernel to hand out again,
+// and a test's redis-server, started in parallel, could get it: the
+// "dead" address would then answer (TestFailOpenAndFailClosed saw a real
+// lock so under load). A bound port is not handed out.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestFailOpenAndFailClosed(t *testing.T) {
