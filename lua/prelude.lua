@@ -54,6 +54,21 @@ local function takeFence(counter, micros)
   end
   return fence
 end
+-- heldFence(flag, counter, micros, ...): an acquire's reply once the
+-- caller holds: 0 without a fence (flag not '1'); else takeFence's fence,
+-- or its error once the command ... (the caller's write undone) ran: a
+-- failed acquire must leave nothing held.
+local function heldFence(flag, counter, micros, ...)
+  if flag ~= '1' then
+    return 0
+  end
+  local fence, err = takeFence(counter, micros)
+  if not fence then
+    redis.call(...)
+    return err
+  end
+  return fence
+end
 -- hasLeft(mark): whether mark, the caller's left mark (a key, or nil for a
 -- caller that does not wait), is set: the caller is a waiter that left,
 -- and this a late command of its, which must neither take the lock nor

@@ -85,16 +85,9 @@ if ours then
   redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
   redis.call('PEXPIRE', KEYS[1], keep)
-  if ARGV[4] ~= '1' then
-    return 0
-  end
-  -- The fence step (prelude.lua): INCR, raised to the server's clock.
-  local fence, err = takeFence(KEYS[5], micros)
-  if not fence then
-    redis.call('ZREM', KEYS[1], token) -- a failed acquire leaves nothing held
-    return err
-  end
-  return fence
+  -- The fence step (prelude.lua): INCR, raised to the server's clock; a
+  -- failed acquire leaves nothing held.
+  return heldFence(ARGV[4], KEYS[5], micros, 'ZREM', KEYS[1], token)
 end
 -- The queue join (prelude.lua): one that left does not get back in.
 if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
