@@ -34,11 +34,14 @@
 -- announceHandover(publish, channel, member, lease) is that announcement
 -- (without '/' .. lease when lease is nil: shared_acquire.lua's),
 -- announceFreed(publish, key) the plain one, '1' on key .. ':released'.
--- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
--- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
--- long as a command of its may be on its way, so that such a command,
--- arriving later, neither queues it again nor takes the lock (a release
--- would hand the lock to nobody). Returns how many places it had.
+-- leave(keys, argv): a release's KEYS and ARGV, every kind's release's
+-- layout (see release.lua): with argv[3] '1' the caller, argv[1], is a
+-- waiter giving up, and leaves the queue, keys[2], and its expiries,
+-- keys[3]; with keys[5], its mark (see acquire.lua), it is marked for
+-- argv[4] ms, as long as a command of its may be on its way, so that such
+-- a command, arriving later, neither queues it again nor takes the lock (a
+-- release would hand the lock to nobody). Returns how many places it had:
+-- 0 for a holder's release, and one without the queue's keys.
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
@@ -51,12 +54,15 @@ local function announceFreed(publish, key)
     redis.pcall(publish, key .. ':released', '1')
   end
 end
-local function leave(queue, expiries, token, mark, keep)
-  if mark then
-    redis.call('SET', mark, '1', 'PX', keep)
+local function leave(keys, argv)
+  if argv[3] ~= '1' or #keys < 4 then
+    return 0
   end
-  redis.pcall('ZREM', expiries, token)
-  return redis.pcall('ZREM', queue, token)
+  if keys[5] then
+    redis.call('SET', keys[5], '1', 'PX', argv[4])
+  end
+  redis.pcall('ZREM', keys[3], argv[1])
+  return redis.pcall('ZREM', keys[2], argv[1])
 end
 local function firstTaker(queue, expiries, now, head, takes)
   local skipped, anyone = 0, false

@@ -2,7 +2,7 @@
 -- waiter in the lock's queue whose place has not lapsed and that takes a
 -- lock (not a semaphore's), or else delete it;
 -- and announce either to the waiters (handOver, see handover.lua, which
--- comes first). A waiter giving up runs this script too (ARGV[4]): it
+-- comes first). A waiter giving up runs this script too (ARGV[3]): it
 -- leaves the queue, and passes on a lock handed to it.
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
@@ -43,9 +43,7 @@
 local token = ARGV[1]
 local publish, claim = string.match(ARGV[2], '^(%S*) ?(%d*)$')
 local queued = #KEYS >= 4
-if queued and ARGV[3] == '1' then
-  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
-end
+leave(KEYS, ARGV) -- (see handover.lua)
 -- A value of another type is not our lock; any other error (no
 -- permission, out of memory) is an error, not a verdict (prelude.lua's
 -- holds).

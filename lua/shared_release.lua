@@ -26,9 +26,7 @@
 local MARK = '*shared*'
 local token = ARGV[1]
 local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
-if ARGV[3] == '1' then
-  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
-end
+leave(KEYS, ARGV) -- (see handover.lua)
 -- The lock key read as prelude.lua's holds reads it: its value, the
 -- verdict on a value of another type, an error as an error.
 local held, value = holds(KEYS[1], token)
