@@ -13,7 +13,7 @@
 -- to the first waiter whose place has not lapsed and that takes a lock
 -- (SET key waiter PX lease; a shared waiter gets a share in holders, the
 -- shared holders' set, with the shared waiters right behind it, see
--- letInShared), dropping lapsed places on the way;
+-- below), dropping lapsed places on the way;
 -- a semaphore's waiter, which could not take it, stays in line, as a
 -- watcher does. It announces the hand-over on the channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
@@ -82,33 +82,32 @@ local function firstTaker(queue, expiries, now, head, takes)
   end
   return nil, skipped, anyone
 end
--- letInShared hands key to the shared waiters from member on, up to the
--- first waiter of another kind: a new epoch (the marker '*shared*', see
--- shared_acquire.lua) whose holders are those waiters, each with a share
--- of lease ms, announced to each; watchers stay, lapsed places go.
-local function letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
-  redis.call('DEL', holders)
-  while member and (kindOf(member) == 's' or kindOf(member) == '~') do
-    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    if kindOf(member) == '~' and lapses and lapses > now then
-      skipped = skipped + 1
-    else
-      dequeue(queue, expiries, member)
-      if lapses and lapses > now then
-        redis.call('ZADD', holders, now + lease, member)
-        announceHandover(publish, key .. ':released', member, lease)
-      end
-    end
-    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
-  end
-  redis.call('SET', key, '*shared*', 'PX', lease)
-  redis.call('PEXPIRE', holders, lease)
-end
 local function handOver(key, holders, queue, expiries, publish, lease, head)
   local now = serverTime()
   local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
   if member and kindOf(member) == 's' then
-    letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
+    -- A shared waiter: key goes to the shared waiters from member on, up to
+    -- the first waiter of another kind: a new epoch (the marker
+    -- '*shared*', see shared_acquire.lua) whose holders are those waiters,
+    -- each with a share of lease ms, announced to each; watchers stay,
+    -- lapsed places go.
+    redis.call('DEL', holders)
+    while member and (kindOf(member) == 's' or kindOf(member) == '~') do
+      local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
+      if kindOf(member) == '~' and lapses and lapses > now then
+        skipped = skipped + 1
+      else
+        dequeue(queue, expiries, member)
+        if lapses and lapses > now then
+          redis.call('ZADD', holders, now + lease, member)
+          announceHandover(publish, key .. ':released', member, lease)
+        end
+      end
+      member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+    end
+    redis.call('SET', key, '*shared*', 'PX', lease)
+    redis.call('PEXPIRE', holders, lease)
+    return true
   elseif member then
     dequeue(queue, expiries, member)
     redis.call('SET', key, member, 'PX', lease)
