@@ -23,7 +23,6 @@
 --          0   our share is gone (its lease ended, or it was broken)
 --          -1  the key holds an exclusive holder's token, or a value of
 --              another type
-local MARK = '*shared*'
 local token = ARGV[1]
 local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
 leave(KEYS, ARGV) -- (see handover.lua)
@@ -35,7 +34,7 @@ if not held then
 end
 local reply = 1
 if held ~= 1 then
-  if not value or string.sub(value, 1, #MARK) ~= MARK then
+  if not value or string.sub(value, 1, 8) ~= '*shared*' then
     -- No shares now: ours ended with the epoch (nothing to do but tidy).
     local gone = redis.pcall('ZREM', KEYS[4], token)
     -- -1: another holder's token, or a key of another type
