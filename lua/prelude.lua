@@ -192,12 +192,13 @@ local function waiters(queue, expiries, now)
   end
   return waiting
 end
--- ahead(queue, member, waiting, mark, kinds): how many waiters of kinds (a
--- set of kindOf's marks) are in line before member, all in line when it is not (it would
--- join at the back), with waiting, waiters' count, in line (0: no queue to
--- read); nil when member is not in line and hasLeft(mark). Arrival order:
--- a caller that finds a name free still lets those ahead go first.
-local function ahead(queue, member, waiting, mark, kinds)
+-- hasTurn(queue, member, waiting, mark, kinds, room): whether fewer than
+-- room waiters of kinds (a set of kindOf's marks) are in line before
+-- member, all in line when it is not (it would join at the back), with
+-- waiting, waiters' count, in line (0: no queue to read); nil when member
+-- is not in line and hasLeft(mark). Arrival order: a caller that finds a
+-- name free still lets those ahead go first.
+local function hasTurn(queue, member, waiting, mark, kinds, room)
   local rank = waiting > 0 and redis.call('ZRANK', queue, member)
   if not rank and hasLeft(mark) then
     return nil
@@ -210,5 +211,5 @@ local function ahead(queue, member, waiting, mark, kinds)
       end
     end
   end
-  return count
+  return count < room
 end

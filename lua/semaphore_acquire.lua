@@ -55,22 +55,19 @@ if held > 0 then
   held = redis.call('ZCARD', KEYS[1])
 end
 local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
-if held > 0 then
-  local current = redis.call('GET', KEYS[2])
-  if current and current ~= ARGV[3] then
-    return redis.error_reply('SEMLIMIT ' .. current)
-  end
+local current = held > 0 and redis.call('GET', KEYS[2])
+if current and current ~= ARGV[3] then
+  return redis.error_reply('SEMLIMIT ' .. current)
 end
 local ours = held > 0 and redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
   -- Arrival order: the semaphore's waiters ahead of us (all in line when
   -- we are not) are owed the free slots first; a waiter of another kind or
   -- a watcher (see prelude.lua's kindOf), which could not take one, is not.
-  local before = ahead(KEYS[3], token, waiting, mark, {n = true})
-  if not before then
+  ours = hasTurn(KEYS[3], token, waiting, mark, {n = true}, limit - held)
+  if ours == nil then
     return -2 -- one that left takes nothing
   end
-  ours = before < limit - held
 end
 if ours then
   -- Every command that a user's ACL may refuse runs before the ZADD: a

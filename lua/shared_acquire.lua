@@ -83,11 +83,10 @@ if not ours and (not value or marked or lone) then
   -- shared one nor a watcher (which waits for nobody's turn, see
   -- prelude.lua's kindOf) goes first. (Shared waiters ahead enter at their
   -- next attempt.)
-  local before = ahead(KEYS[3], token, waiting, mark, {[''] = true, n = true})
-  if not before then
+  ours = hasTurn(KEYS[3], token, waiting, mark, {[''] = true, n = true}, 1)
+  if ours == nil then
     return -1 -- one that left takes nothing
   end
-  ours = before == 0
 end
 if ours then
   -- Every command a user's ACL may refuse runs before the writes that
