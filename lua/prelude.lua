@@ -126,25 +126,22 @@ end
 -- token (loneMark). Every other kind refuses such a key as WRONGTYPE
 -- (lockValue), as it does the semaphore's set.
 local function loneSlot(value)
-  local mark = loneMark(value)
-  return type(mark) == 'number' and mark or nil
+  return tonumber(loneMark(value)) -- (nil for 's', and for nil)
 end
 -- lockValue(key, name): the lock key's value, false when there is none; or
 -- nil and the error: for a value of another type WRONGTYPE, saying 'the
 -- lock key ' .. name .. 'holds a value that is not a lock' (and true),
 -- else Redis' (no right to read it, out of memory).
 local function lockValue(key, name)
-  local value = redis.pcall('GET', key)
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a value that is not a lock'), true
-    end
+  local value, other = redis.pcall('GET', key), 'a semaphore, not a lock'
+  if type(value) == 'table' and not string.find(value.err, 'WRONGTYPE', 1, true) then
     return nil, value
+  elseif type(value) == 'table' then
+    other = 'a value that is not a lock'
+  elseif not (value and loneSlot(value)) then
+    return value
   end
-  if value and loneSlot(value) then
-    return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a semaphore, not a lock'), true
-  end
-  return value
+  return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds ' .. other), true
 end
 -- holds(key, token): whether the lock key holds token (the holder's whole
 -- value: its token, then any metadata): 1 and the value; 0 and false when
