@@ -65,15 +65,14 @@ local function leave(keys, argv)
   return redis.pcall('ZREM', keys[2], argv[1])
 end
 local function firstTaker(queue, expiries, now, head, takes)
-  local skipped, anyone = 0, false
+  local skipped = 0
   local member = head or redis.call('ZRANGE', queue, 0, 0)[1]
+  local anyone = member ~= nil
   while member do
-    anyone = true
     local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    if lapses and lapses > now then
-      if takes[kindOf(member)] then
-        return member, skipped, true
-      end
+    if lapses and lapses > now and takes[kindOf(member)] then
+      return member, skipped, true
+    elseif lapses and lapses > now then
       skipped = skipped + 1
     else
       dequeue(queue, expiries, member)

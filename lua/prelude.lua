@@ -34,21 +34,17 @@ end
 -- and could repeat a number already handed out). On an error the caller
 -- undoes what it took: a failed acquire leaves nothing held.
 local function takeFence(counter, micros)
-  local fence = redis.pcall('INCR', counter)
-  if type(fence) == 'table' and fence.err then
-    return nil, fence
-  end
-  if fence < 1 then
+  local fence, err = redis.pcall('INCR', counter), nil
+  if type(fence) == 'table' then
+    return nil, fence -- (INCR's error)
+  elseif fence < 1 then
     return nil, redis.error_reply('ERR the fence counter ' .. counter .. ' gave ' .. fence .. ', not a positive number')
+  elseif not micros then
+    micros, err = fenceClock()
   end
   if not micros then
-    local err
-    micros, err = fenceClock()
-    if not micros then
-      return nil, err
-    end
-  end
-  if fence < micros then
+    return nil, err
+  elseif fence < micros then
     redis.call('SET', counter, string.format('%d', micros))
     fence = micros
   end
@@ -65,9 +61,8 @@ local function heldFence(flag, counter, micros, ...)
   local fence, err = takeFence(counter, micros)
   if not fence then
     redis.call(...)
-    return err
   end
-  return fence
+  return fence or err
 end
 -- hasLeft(mark): whether mark, the caller's left mark (a key, or nil for a
 -- caller that does not wait), is set: the caller is a waiter that left,

@@ -31,15 +31,14 @@ leave(KEYS, ARGV) -- (see handover.lua)
 local held, value = holds(KEYS[1], token)
 if not held then
   return value
+elseif held ~= 1 and (not value or string.sub(value, 1, 8) ~= '*shared*') then
+  -- No shares now: ours ended with the epoch (nothing to do but tidy).
+  local gone = redis.pcall('ZREM', KEYS[4], token)
+  -- -1: another holder's token, or a key of another type
+  return (held == -1 or type(gone) == 'table') and -1 or 0
 end
 local reply = 1
 if held ~= 1 then
-  if not value or string.sub(value, 1, 8) ~= '*shared*' then
-    -- No shares now: ours ended with the epoch (nothing to do but tidy).
-    local gone = redis.pcall('ZREM', KEYS[4], token)
-    -- -1: another holder's token, or a key of another type
-    return (held == -1 or type(gone) == 'table') and -1 or 0
-  end
   local now = serverTime()
   -- The two latest leases, one command, tell the common cases: ours alone
   -- (the set goes whole below), or ours and the latest of the others'.
