@@ -133,8 +133,7 @@ local function letGo(key, holders, queue, expiries, publish, lease, queued, clea
     if clear then
       redis.call('DEL', holders)
     end
-    handOver(key, holders, queue, expiries, publish, lease, head[1])
-    return
+    return handOver(key, holders, queue, expiries, publish, lease, head[1])
   end
   redis.call('DEL', key, holders or key)
   if not read then

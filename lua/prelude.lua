@@ -90,8 +90,7 @@ local function joinQueue(queue, expiries, member, wait, mark, micros)
   micros = micros or fenceClock()
   if not micros then
     return true -- (a user not allowed to read the clock)
-  end
-  if redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
+  elseif redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
     redis.pcall('ZREM', queue, member)
     return false
   end
@@ -195,13 +194,12 @@ local function hasTurn(queue, member, waiting, mark, kinds, room)
   if not rank and hasLeft(mark) then
     return nil
   end
-  local count = 0
   if waiting > 0 and rank ~= 0 then
     for _, other in ipairs(redis.call('ZRANGE', queue, 0, rank and rank - 1 or -1)) do
       if kinds[kindOf(other)] then
-        count = count + 1
+        room = room - 1
       end
     end
   end
-  return count < room
+  return room > 0
 end

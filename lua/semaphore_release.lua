@@ -48,17 +48,16 @@ elseif value then
   return -1 -- another's token, or an error
 end
 local now = serverTime()
-local reply, waiting = 0, nil
 if ours then
   redis.call('ZREM', KEYS[1], token)
-  reply = (ours == true or tonumber(ours) > now) and 1 or 0
 end
+local reply = ours and (ours == true or tonumber(ours) > now) and 1 or 0
+local member, waiting
 if reply == 1 then
   -- The slot goes to the first live waiter for a slot, if any; a waiter of
   -- another kind (see handover.lua) stays in line.
   -- With none, the walk went through the whole queue and left in it the
   -- live places it skipped: how many wait.
-  local member
   member, waiting = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
   if member then
     dequeue(KEYS[2], KEYS[3], member)
