@@ -126,7 +126,10 @@ end
 -- queue's keys; or an ACL without ZRANGE, whose pcall returns an error) may
 -- hold anyone: the key goes, announced. holders, the shared holders' set,
 -- goes with the key, and before a hand-over when clear (a shared epoch's).
-local function letGo(key, holders, queue, expiries, publish, lease, queued, clear)
+-- how is the release's ARGV[2]: how to announce, a space, how long to hand
+-- over for (see release.lua).
+local function letGo(key, holders, queue, expiries, how, queued, clear)
+  local publish, lease = string.match(how, '^(%S*) ?(%d*)$')
   local head = queued and redis.pcall('ZRANGE', queue, 0, 0)
   local read = type(head) == 'table' and not head.err
   if read and head[1] then

@@ -38,14 +38,13 @@ local function lease(set, also, token, ttl)
     return left > 0 and left or left - 2
   elseif left == 0 then
     redis.call('ZREM', set, token)
+  elseif left > 0 then
+    redis.call('ZADD', set, 'XX', now + tonumber(ttl), token)
+    local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
+    local keep = math.max(tonumber(last[2]) - now, 1)
+    redis.call('PEXPIRE', set, keep)
+    redis.call('PEXPIRE', also, keep)
+    return 1
   end
-  if left <= 0 then
-    return left
-  end
-  redis.call('ZADD', set, 'XX', now + tonumber(ttl), token)
-  local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
-  local keep = math.max(tonumber(last[2]) - now, 1)
-  redis.call('PEXPIRE', set, keep)
-  redis.call('PEXPIRE', also, keep)
-  return 1
+  return left
 end

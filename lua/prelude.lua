@@ -149,10 +149,8 @@ local function holds(key, token)
     return -1, false
   elseif err then
     return nil, err
-  elseif value == token then
-    return 1, value
   end
-  return value and -1 or 0, value
+  return value == token and 1 or value and -1 or 0, value
 end
 -- kindOf(member): the kind of a member of a queue: the mark after its
 -- Client's tag and '.' (see waiterToken), 's' a shared waiter, 'n' a

@@ -40,7 +40,6 @@
 -- Returns  1   released (deleted or handed on)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
-local publish, claim = string.match(ARGV[2], '^(%S*) ?(%d*)$')
 leave(KEYS, ARGV) -- (see handover.lua)
 -- A value of another type is not our lock; any other error (no
 -- permission, out of memory) is an error, not a verdict (prelude.lua's
@@ -51,5 +50,5 @@ if held ~= 1 then
 end
 -- Nobody in line: nobody to tell (see above), the common case, kept to the
 -- commands it needs; without the right to ZRANGE, announced (see letGo).
-letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, #KEYS >= 4)
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], #KEYS >= 4)
 return 1

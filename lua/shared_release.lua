@@ -24,7 +24,6 @@
 --          -1  the key holds an exclusive holder's token, or a value of
 --              another type
 local token = ARGV[1]
-local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
 leave(KEYS, ARGV) -- (see handover.lua)
 -- The lock key read as prelude.lua's holds reads it: its value, the
 -- verdict on a value of another type, an error as an error.
@@ -73,5 +72,5 @@ end
 -- shared_acquire.lua): as release.lua, the lock goes to the first live
 -- waiter, the epoch's holders' set with it; with nobody in line (the
 -- common case), the key and the set just go.
-letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, true, true)
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], true, true)
 return reply
