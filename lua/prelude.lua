@@ -113,6 +113,9 @@ local function loneMark(value)
   if string.find(token, '^[A-Z2-7]*%.?s' .. body) then
     return 's'
   end
+  -- (limit is a local, not tonumber's argument: on miniredis gopher-lua's
+  -- string.match gives no value at all when nothing matches, and tonumber
+  -- of no value fails; loneMark always returns one, for loneSlot.)
   local limit = string.match(token, '^[A-Z2-7]*%.?n(%d+)%-' .. body)
   return limit and tonumber(limit)
 end
