@@ -58,10 +58,8 @@ var (
 	pttlScript          = script("prelude", "pttl")
 	inspectScript       = script("prelude", "state", "inspect")
 	breakScript         = script("prelude", "state", "handover", "break")
-	semExtendScript     = script("prelude", "lease", "semaphore_extend")
-	semPTTLScript       = script("prelude", "lease", "semaphore_pttl")
-	sharedExtendScript  = script("prelude", "lease", "shared_extend")
-	sharedPTTLScript    = script("prelude", "lease", "shared_pttl")
+	semLeaseScript      = script("prelude", "lease", "semaphore_lease") // extend and pttl: see lease.lua
+	sharedLeaseScript   = script("prelude", "lease", "shared_lease")    // likewise
 	sharedReleaseScript = script("prelude", "handover", "shared_release")
 
 	// The SHA1s of the prepared commands' scripts, boxed once (see lockRef).

@@ -38,14 +38,12 @@ local wait = tonumber(ARGV[4])
 local queue, expiries = KEYS[#KEYS - 2], KEYS[#KEYS - 1]
 -- The caller's left mark (see prelude.lua's hasLeft).
 local mark = wait > 0 and KEYS[#KEYS] or nil
-local ours, value, err = false, false, nil
 -- A waiter mostly finds the lock held by someone else, or handed to it:
 -- reading first spares a SET that would fail. (A script runs alone: a key
 -- found missing is still missing for the SET.) A caller that does not
 -- wait sets first, and reads only what it did not get.
-if wait == 0 then
-  ours = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
-end
+local ours = wait == 0 and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+local value, err = false, nil
 if not ours then
   value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
   if err then
@@ -71,17 +69,9 @@ elseif ours and wait > 0 then
   redis.pcall('ZREM', expiries, token) -- (and out of line, above)
 end
 if ours then
-  if ARGV[3] ~= '1' then
-    return 0
-  end
-  -- The fence step (prelude.lua): INCR, raised to the server's clock.
-  local fence, err = takeFence(KEYS[2])
-  if not fence then
-    -- A failed acquire must leave nothing held.
-    redis.call('DEL', KEYS[1])
-    return err
-  end
-  return fence
+  -- The fence step (prelude.lua): INCR, raised to the server's clock. A
+  -- failed acquire must leave nothing held.
+  return heldFence(ARGV[3], KEYS[2], nil, 'DEL', KEYS[1])
 end
 -- The queue join (prelude.lua): a waiter coming back keeps its place; one
 -- that was not in line and left does not get back in.

@@ -13,7 +13,7 @@
 -- to the first waiter whose place has not lapsed and that takes a lock
 -- (SET key waiter PX lease; a shared waiter gets a share in holders, the
 -- shared holders' set, with the shared waiters right behind it, see
--- letInShared), dropping lapsed places on the way;
+-- below), dropping lapsed places on the way;
 -- a semaphore's waiter, which could not take it, stays in line, as a
 -- watcher does. It announces the hand-over on the channel of the
 -- waiter's Client only: key .. ':released:' .. its tag (the token's part
@@ -34,11 +34,14 @@
 -- announceHandover(publish, channel, member, lease) is that announcement
 -- (without '/' .. lease when lease is nil: shared_acquire.lua's),
 -- announceFreed(publish, key) the plain one, '1' on key .. ':released'.
--- leave(queue, expiries, token, mark, keep): a waiter giving up leaves the
--- queue; with mark (a key: see acquire.lua) it is marked for keep ms, as
--- long as a command of its may be on its way, so that such a command,
--- arriving later, neither queues it again nor takes the lock (a release
--- would hand the lock to nobody). Returns how many places it had.
+-- leave(keys, argv): a release's KEYS and ARGV, every kind's release's
+-- layout (see release.lua): with argv[3] '1' the caller, argv[1], is a
+-- waiter giving up, and leaves the queue, keys[2], and its expiries,
+-- keys[3]; with keys[5], its mark (see acquire.lua), it is marked for
+-- argv[4] ms, as long as a command of its may be on its way, so that such
+-- a command, arriving later, neither queues it again nor takes the lock (a
+-- release would hand the lock to nobody). Returns how many places it had:
+-- 0 for a holder's release, and one without the queue's keys.
 local function announceHandover(publish, channel, member, lease)
   if publish ~= '' then
     local tag = string.match(member, '^([A-Z2-7]+)%.')
@@ -51,23 +54,25 @@ local function announceFreed(publish, key)
     redis.pcall(publish, key .. ':released', '1')
   end
 end
-local function leave(queue, expiries, token, mark, keep)
-  if mark then
-    redis.call('SET', mark, '1', 'PX', keep)
+local function leave(keys, argv)
+  if argv[3] ~= '1' or #keys < 4 then
+    return 0
   end
-  redis.pcall('ZREM', expiries, token)
-  return redis.pcall('ZREM', queue, token)
+  if keys[5] then
+    redis.call('SET', keys[5], '1', 'PX', argv[4])
+  end
+  redis.pcall('ZREM', keys[3], argv[1])
+  return redis.pcall('ZREM', keys[2], argv[1])
 end
 local function firstTaker(queue, expiries, now, head, takes)
-  local skipped, anyone = 0, false
+  local skipped = 0
   local member = head or redis.call('ZRANGE', queue, 0, 0)[1]
+  local anyone = member ~= nil
   while member do
-    anyone = true
     local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    if lapses and lapses > now then
-      if takes[kindOf(member)] then
-        return member, skipped, true
-      end
+    if lapses and lapses > now and takes[kindOf(member)] then
+      return member, skipped, true
+    elseif lapses and lapses > now then
       skipped = skipped + 1
     else
       dequeue(queue, expiries, member)
@@ -76,33 +81,32 @@ local function firstTaker(queue, expiries, now, head, takes)
   end
   return nil, skipped, anyone
 end
--- letInShared hands key to the shared waiters from member on, up to the
--- first waiter of another kind: a new epoch (the marker '*shared*', see
--- shared_acquire.lua) whose holders are those waiters, each with a share
--- of lease ms, announced to each; watchers stay, lapsed places go.
-local function letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
-  redis.call('DEL', holders)
-  while member and (kindOf(member) == 's' or kindOf(member) == '~') do
-    local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
-    if kindOf(member) == '~' and lapses and lapses > now then
-      skipped = skipped + 1
-    else
-      dequeue(queue, expiries, member)
-      if lapses and lapses > now then
-        redis.call('ZADD', holders, now + lease, member)
-        announceHandover(publish, key .. ':released', member, lease)
-      end
-    end
-    member = redis.call('ZRANGE', queue, skipped, skipped)[1]
-  end
-  redis.call('SET', key, '*shared*', 'PX', lease)
-  redis.call('PEXPIRE', holders, lease)
-end
 local function handOver(key, holders, queue, expiries, publish, lease, head)
   local now = serverTime()
   local member, skipped, anyone = firstTaker(queue, expiries, now, head, {[''] = true, s = true})
   if member and kindOf(member) == 's' then
-    letInShared(key, holders, queue, expiries, publish, lease, member, skipped, now)
+    -- A shared waiter: key goes to the shared waiters from member on, up to
+    -- the first waiter of another kind: a new epoch (the marker
+    -- '*shared*', see shared_acquire.lua) whose holders are those waiters,
+    -- each with a share of lease ms, announced to each; watchers stay,
+    -- lapsed places go.
+    redis.call('DEL', holders)
+    while member and (kindOf(member) == 's' or kindOf(member) == '~') do
+      local lapses = tonumber(redis.pcall('ZSCORE', expiries, member))
+      if kindOf(member) == '~' and lapses and lapses > now then
+        skipped = skipped + 1
+      else
+        dequeue(queue, expiries, member)
+        if lapses and lapses > now then
+          redis.call('ZADD', holders, now + lease, member)
+          announceHandover(publish, key .. ':released', member, lease)
+        end
+      end
+      member = redis.call('ZRANGE', queue, skipped, skipped)[1]
+    end
+    redis.call('SET', key, '*shared*', 'PX', lease)
+    redis.call('PEXPIRE', holders, lease)
+    return true
   elseif member then
     dequeue(queue, expiries, member)
     redis.call('SET', key, member, 'PX', lease)
@@ -122,15 +126,17 @@ end
 -- queue's keys; or an ACL without ZRANGE, whose pcall returns an error) may
 -- hold anyone: the key goes, announced. holders, the shared holders' set,
 -- goes with the key, and before a hand-over when clear (a shared epoch's).
-local function letGo(key, holders, queue, expiries, publish, lease, queued, clear)
+-- how is the release's ARGV[2]: how to announce, a space, how long to hand
+-- over for (see release.lua).
+local function letGo(key, holders, queue, expiries, how, queued, clear)
+  local publish, lease = string.match(how, '^(%S*) ?(%d*)$')
   local head = queued and redis.pcall('ZRANGE', queue, 0, 0)
   local read = type(head) == 'table' and not head.err
   if read and head[1] then
     if clear then
       redis.call('DEL', holders)
     end
-    handOver(key, holders, queue, expiries, publish, lease, head[1])
-    return
+    return handOver(key, holders, queue, expiries, publish, lease, head[1])
   end
   redis.call('DEL', key, holders or key)
   if not read then

@@ -34,25 +34,35 @@ end
 -- and could repeat a number already handed out). On an error the caller
 -- undoes what it took: a failed acquire leaves nothing held.
 local function takeFence(counter, micros)
-  local fence = redis.pcall('INCR', counter)
-  if type(fence) == 'table' and fence.err then
-    return nil, fence
-  end
-  if fence < 1 then
+  local fence, err = redis.pcall('INCR', counter), nil
+  if type(fence) == 'table' then
+    return nil, fence -- (INCR's error)
+  elseif fence < 1 then
     return nil, redis.error_reply('ERR the fence counter ' .. counter .. ' gave ' .. fence .. ', not a positive number')
+  elseif not micros then
+    micros, err = fenceClock()
   end
   if not micros then
-    local err
-    micros, err = fenceClock()
-    if not micros then
-      return nil, err
-    end
-  end
-  if fence < micros then
+    return nil, err
+  elseif fence < micros then
     redis.call('SET', counter, string.format('%d', micros))
     fence = micros
   end
   return fence
+end
+-- heldFence(flag, counter, micros, ...): an acquire's reply once the
+-- caller holds: 0 without a fence (flag not '1'); else takeFence's fence,
+-- or its error once the command ... (the caller's write undone) ran: a
+-- failed acquire must leave nothing held.
+local function heldFence(flag, counter, micros, ...)
+  if flag ~= '1' then
+    return 0
+  end
+  local fence, err = takeFence(counter, micros)
+  if not fence then
+    redis.call(...)
+  end
+  return fence or err
 end
 -- hasLeft(mark): whether mark, the caller's left mark (a key, or nil for a
 -- caller that does not wait), is set: the caller is a waiter that left,
@@ -80,8 +90,7 @@ local function joinQueue(queue, expiries, member, wait, mark, micros)
   micros = micros or fenceClock()
   if not micros then
     return true -- (a user not allowed to read the clock)
-  end
-  if redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
+  elseif redis.pcall('ZADD', queue, 'NX', micros, member) == 1 and hasLeft(mark) then
     redis.pcall('ZREM', queue, member)
     return false
   end
@@ -107,6 +116,9 @@ local function loneMark(value)
   if body then
     return #body == 26 and 's' or nil
   end
+  -- (limit is a local, not tonumber's argument: on miniredis gopher-lua's
+  -- string.match gives no value at all when nothing matches, and tonumber
+  -- of no value fails; loneMark always returns one, for loneSlot.)
   local limit
   limit, body = string.match(token, '^[A-Z2-7]*%.?n(%d+)%-([A-Z2-7]*)$')
   return limit and #body == 26 and tonumber(limit) or nil
@@ -115,8 +127,7 @@ end
 -- token (loneMark). Every other kind refuses such a key as WRONGTYPE
 -- (lockValue), as it does the semaphore's set.
 local function loneSlot(value)
-  local mark = loneMark(value)
-  return type(mark) == 'number' and mark or nil
+  return tonumber(loneMark(value)) -- (nil for 's', and for nil)
 end
 -- lockValue(key, name, own): the lock key's value, false when there is
 -- none; or nil and the error: for a value of another type WRONGTYPE,
@@ -126,17 +137,15 @@ end
 -- is the caller's, and its lone-holder test is skipped (the common case of
 -- a release, an extension or a retried acquire; see loneMark's cost).
 local function lockValue(key, name, own)
-  local value = redis.pcall('GET', key)
-  if type(value) == 'table' and value.err then
-    if string.find(value.err, 'WRONGTYPE', 1, true) then
-      return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a value that is not a lock'), true
-    end
+  local value, other = redis.pcall('GET', key), 'a semaphore, not a lock'
+  if type(value) == 'table' and not string.find(value.err, 'WRONGTYPE', 1, true) then
     return nil, value
+  elseif type(value) == 'table' then
+    other = 'a value that is not a lock'
+  elseif not value or value == own or not loneSlot(value) then
+    return value
   end
-  if value and value ~= own and loneSlot(value) then
-    return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds a semaphore, not a lock'), true
-  end
-  return value
+  return nil, redis.error_reply('WRONGTYPE the lock key ' .. name .. 'holds ' .. other), true
 end
 -- holds(key, token): whether the lock key holds token (the holder's whole
 -- value: its token, then any metadata): 1 and the value; 0 and false when
@@ -150,10 +159,8 @@ local function holds(key, token)
     return -1, false
   elseif err then
     return nil, err
-  elseif value == token then
-    return 1, value
   end
-  return value and -1 or 0, value
+  return value == token and 1 or value and -1 or 0, value
 end
 -- kindOf(member): the kind of a member of a queue: the mark after its
 -- Client's tag and '.' (see waiterToken), 's' a shared waiter, 'n' a
@@ -184,23 +191,23 @@ local function waiters(queue, expiries, now)
   end
   return waiting
 end
--- ahead(queue, member, waiting, mark, kinds): how many waiters of kinds (a
--- set of kindOf's marks) are in line before member, all in line when it is not (it would
--- join at the back), with waiting, waiters' count, in line (0: no queue to
--- read); nil when member is not in line and hasLeft(mark). Arrival order:
--- a caller that finds a name free still lets those ahead go first.
-local function ahead(queue, member, waiting, mark, kinds)
+-- hasTurn(queue, member, waiting, mark, kinds, room): whether fewer than
+-- room waiters of kinds (a set of kindOf's marks) are in line before
+-- member, all in line when it is not (it would join at the back), with
+-- waiting, waiters' count, in line (0: no queue to read); nil when member
+-- is not in line and hasLeft(mark). Arrival order: a caller that finds a
+-- name free still lets those ahead go first.
+local function hasTurn(queue, member, waiting, mark, kinds, room)
   local rank = waiting > 0 and redis.call('ZRANK', queue, member)
   if not rank and hasLeft(mark) then
     return nil
   end
-  local count = 0
   if waiting > 0 and rank ~= 0 then
     for _, other in ipairs(redis.call('ZRANGE', queue, 0, rank and rank - 1 or -1)) do
       if kinds[kindOf(other)] then
-        count = count + 1
+        room = room - 1
       end
     end
   end
-  return count
+  return room > 0
 end

@@ -2,7 +2,7 @@
 -- waiter in the lock's queue whose place has not lapsed and that takes a
 -- lock (not a semaphore's), or else delete it;
 -- and announce either to the waiters (handOver, see handover.lua, which
--- comes first). A waiter giving up runs this script too (ARGV[4]): it
+-- comes first). A waiter giving up runs this script too (ARGV[3]): it
 -- leaves the queue, and passes on a lock handed to it.
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional: the queue (see acquire.lua)
@@ -40,20 +40,15 @@
 -- Returns  1   released (deleted or handed on)
 --          0   the key is gone (expired or deleted)
 --          -1  the key holds another token, or a value of another type
-local token = ARGV[1]
-local publish, claim = string.match(ARGV[2], '^(%S*) ?(%d*)$')
-local queued = #KEYS >= 4
-if queued and ARGV[3] == '1' then
-  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
-end
+leave(KEYS, ARGV) -- (see handover.lua)
 -- A value of another type is not our lock; any other error (no
 -- permission, out of memory) is an error, not a verdict (prelude.lua's
 -- holds).
-local held, err = holds(KEYS[1], token)
+local held, err = holds(KEYS[1], ARGV[1])
 if held ~= 1 then
   return held or err
 end
 -- Nobody in line: nobody to tell (see above), the common case, kept to the
 -- commands it needs; without the right to ZRANGE, announced (see letGo).
-letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, queued)
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], #KEYS >= 4)
 return 1

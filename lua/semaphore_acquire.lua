@@ -55,22 +55,19 @@ if held > 0 then
   held = redis.call('ZCARD', KEYS[1])
 end
 local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
-if held > 0 then
-  local current = redis.call('GET', KEYS[2])
-  if current and current ~= ARGV[3] then
-    return redis.error_reply('SEMLIMIT ' .. current)
-  end
+local current = held > 0 and redis.call('GET', KEYS[2])
+if current and current ~= ARGV[3] then
+  return redis.error_reply('SEMLIMIT ' .. current)
 end
 local ours = held > 0 and redis.call('ZSCORE', KEYS[1], token) ~= false
 if not ours and held < limit then
   -- Arrival order: the semaphore's waiters ahead of us (all in line when
   -- we are not) are owed the free slots first; a waiter of another kind or
   -- a watcher (see prelude.lua's kindOf), which could not take one, is not.
-  local before = ahead(KEYS[3], token, waiting, mark, {n = true})
-  if not before then
+  ours = hasTurn(KEYS[3], token, waiting, mark, {n = true}, limit - held)
+  if ours == nil then
     return -2 -- one that left takes nothing
   end
-  ours = before < limit - held
 end
 if ours then
   -- Every command that a user's ACL may refuse runs before the ZADD: a
@@ -85,16 +82,9 @@ if ours then
   redis.call('ZADD', KEYS[1], now + ttl, token)
   redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
   redis.call('PEXPIRE', KEYS[1], keep)
-  if ARGV[4] ~= '1' then
-    return 0
-  end
-  -- The fence step (prelude.lua): INCR, raised to the server's clock.
-  local fence, err = takeFence(KEYS[5], micros)
-  if not fence then
-    redis.call('ZREM', KEYS[1], token) -- a failed acquire leaves nothing held
-    return err
-  end
-  return fence
+  -- The fence step (prelude.lua): INCR, raised to the server's clock; a
+  -- failed acquire leaves nothing held.
+  return heldFence(ARGV[4], KEYS[5], micros, 'ZREM', KEYS[1], token)
 end
 -- The queue join (prelude.lua): one that left does not get back in.
 if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then

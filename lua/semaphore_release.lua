@@ -1,8 +1,8 @@
 -- semaphore_release: give back our slot, and hand it to the first waiter
--- for a slot in line whose place has not lapsed: it becomes a holder for ARGV[3] ms,
+-- for a slot in line whose place has not lapsed: it becomes a holder for ARGV[2]'s ms,
 -- announced to its Client as handover.lua announces a lock's hand-over
 -- (which comes first), and takes the slot or claims it. A waiter giving up
--- runs this script too (ARGV[4]): it leaves the queue, gives back a slot
+-- runs this script too (ARGV[3]): it leaves the queue, gives back a slot
 -- its lost reply may have taken (or that was handed to it), and tells the
 -- waiters behind it, who may now be owed a slot.
 -- KEYS[1]  the holders (see semaphore_acquire.lua)
@@ -27,10 +27,7 @@
 --          -1  the key holds a value of another type
 local token = ARGV[1]
 local publish, lease, limit = string.match(ARGV[2], '^(%S*) (%d+) (%d+)$')
-local left = 0
-if ARGV[3] == '1' then
-  left = leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
-end
+local left = leave(KEYS, ARGV) -- (see handover.lua)
 local value, ours = redis.pcall('GET', KEYS[1]), false
 if value == token then
   -- Our slot taken alone with SET NX (see semaphore_acquire.lua): with
@@ -51,17 +48,16 @@ elseif value then
   return -1 -- another's token, or an error
 end
 local now = serverTime()
-local reply, waiting = 0, nil
 if ours then
   redis.call('ZREM', KEYS[1], token)
-  reply = (ours == true or tonumber(ours) > now) and 1 or 0
 end
+local reply = ours and (ours == true or tonumber(ours) > now) and 1 or 0
+local member, waiting
 if reply == 1 then
   -- The slot goes to the first live waiter for a slot, if any; a waiter of
   -- another kind (see handover.lua) stays in line.
   -- With none, the walk went through the whole queue and left in it the
   -- live places it skipped: how many wait.
-  local member
   member, waiting = firstTaker(KEYS[2], KEYS[3], now, nil, {n = true})
   if member then
     dequeue(KEYS[2], KEYS[3], member)

@@ -47,6 +47,7 @@
 --          an error     WRONGTYPE when a key holds a value of another type
 local MARK = '*shared*'
 local token, ttl, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local publish, claim = string.match(ARGV[5], '^(%S*) (%d+)$') -- (see above)
 -- The caller's left mark (see prelude.lua's hasLeft).
 local mark = wait > 0 and KEYS[#KEYS] or nil
 local value, err = lockValue(KEYS[1], '') -- (see prelude.lua)
@@ -66,11 +67,9 @@ local marked = value and string.sub(value, 1, #MARK) == MARK
 -- While shares run, those whose lease ended go. Otherwise the set holds no
 -- running share (it lives no longer than the marker): the common case, a
 -- free name, skips the prune, and the set's type is told by our ZADD.
-if marked then
-  local pruned = redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if type(pruned) == 'table' then
-    return setError(pruned)
-  end
+local pruned = marked and redis.pcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if type(pruned) == 'table' then
+  return setError(pruned)
 end
 local waiting = waiters(KEYS[3], KEYS[4], now) -- (see prelude.lua)
 -- lone: the key holds another reader's token, the hold of a reader that
@@ -84,11 +83,10 @@ if not ours and (not value or marked or lone) then
   -- shared one nor a watcher (which waits for nobody's turn, see
   -- prelude.lua's kindOf) goes first. (Shared waiters ahead enter at their
   -- next attempt.)
-  local before = ahead(KEYS[3], token, waiting, mark, {[''] = true, n = true})
-  if not before then
+  ours = hasTurn(KEYS[3], token, waiting, mark, {[''] = true, n = true}, 1)
+  if ours == nil then
     return -1 -- one that left takes nothing
   end
-  ours = before == 0
 end
 if ours then
   -- Every command a user's ACL may refuse runs before the writes that
@@ -99,29 +97,24 @@ if ours then
   -- A marker goes on; a handed key (our token) or a free one starts a
   -- new epoch.
   local epoch = marked and value or MARK
-  local fence = 0
-  if ARGV[3] == '1' then
-    fence = tonumber(string.sub(epoch, #MARK + 2))
+  local fence = ARGV[3] == '1' and tonumber(string.sub(epoch, #MARK + 2))
+  if ARGV[3] == '1' and not fence then
+    -- The epoch's first fenced holder: the fence step (prelude.lua).
+    fence, err = takeFence(KEYS[5], micros)
     if not fence then
-      -- The epoch's first fenced holder: the fence step (prelude.lua).
-      local err
-      fence, err = takeFence(KEYS[5], micros)
-      if not fence then
-        return err
-      end
-      epoch = MARK .. ' ' .. string.format('%d', fence)
+      return err
     end
+    epoch = MARK .. ' ' .. string.format('%d', fence)
   end
   -- The shared waiters at the head of the queue come in with us.
   local admitted = {}
   if waiting > 0 then
-    local claim = tonumber(string.match(ARGV[5], ' (%d+)$'))
     local skipped = 0
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)
     while head[1] and (kindOf(head[1]) == 's' or kindOf(head[1]) == '~') do
       if kindOf(head[1]) == 's' then
         dequeue(KEYS[3], KEYS[4], head[1])
-        redis.call('ZADD', KEYS[2], now + claim, head[1])
+        redis.call('ZADD', KEYS[2], now + tonumber(claim), head[1])
         admitted[#admitted + 1] = head[1]
       else
         skipped = skipped + 1 -- a watcher
@@ -146,17 +139,15 @@ if ours then
   redis.call('PEXPIRE', KEYS[2], keep)
   -- Each admitted waiter hears it on its Client's channel (handover.lua's
   -- announcement, without the ms: a share let in is always claimed).
-  local publish = string.match(ARGV[5], '^(%S*) ')
   for _, waiter in ipairs(admitted) do
     announceHandover(publish, KEYS[1] .. ':released', waiter)
   end
-  return fence
+  return fence or 0
 end
--- The queue join (prelude.lua): one that left does not get back in.
-if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) then
-  return -1
-end
-if not value then
+-- The queue join (prelude.lua): one that left does not get back in. A key
+-- found absent: an exclusive waiter ahead of the caller is about to take
+-- it.
+if wait > 0 and not joinQueue(KEYS[3], KEYS[4], token, wait, mark, micros) or not value then
   return -1
 end
 return -2 - redis.call('PTTL', KEYS[1])

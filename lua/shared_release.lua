@@ -23,26 +23,21 @@
 --          0   our share is gone (its lease ended, or it was broken)
 --          -1  the key holds an exclusive holder's token, or a value of
 --              another type
-local MARK = '*shared*'
 local token = ARGV[1]
-local publish, claim = string.match(ARGV[2], '^(%S*) (%d+)$')
-if ARGV[3] == '1' then
-  leave(KEYS[2], KEYS[3], token, KEYS[5], ARGV[4])
-end
+leave(KEYS, ARGV) -- (see handover.lua)
 -- The lock key read as prelude.lua's holds reads it: its value, the
 -- verdict on a value of another type, an error as an error.
 local held, value = holds(KEYS[1], token)
 if not held then
   return value
+elseif held ~= 1 and (not value or string.sub(value, 1, 8) ~= '*shared*') then
+  -- No shares now: ours ended with the epoch (nothing to do but tidy).
+  local gone = redis.pcall('ZREM', KEYS[4], token)
+  -- -1: another holder's token, or a key of another type
+  return (held == -1 or type(gone) == 'table') and -1 or 0
 end
 local reply = 1
 if held ~= 1 then
-  if not value or string.sub(value, 1, #MARK) ~= MARK then
-    -- No shares now: ours ended with the epoch (nothing to do but tidy).
-    local gone = redis.pcall('ZREM', KEYS[4], token)
-    -- -1: another holder's token, or a key of another type
-    return (held == -1 or type(gone) == 'table') and -1 or 0
-  end
   local now = serverTime()
   -- The two latest leases, one command, tell the common cases: ours alone
   -- (the set goes whole below), or ours and the latest of the others'.
@@ -77,5 +72,5 @@ end
 -- shared_acquire.lua): as release.lua, the lock goes to the first live
 -- waiter, the epoch's holders' set with it; with nobody in line (the
 -- common case), the key and the set just go.
-letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], publish, claim, true, true)
+letGo(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], true, true)
 return reply

@@ -1,0 +1,17 @@
+-- semaphore_lease: reset the lease of a semaphore slot we hold (the
+-- extension), or read what is left of it (the TTL read: no ARGV[2]).
+-- KEYS[1]  the holders (see semaphore_acquire.lua)
+-- KEYS[2]  the limit the holders use
+-- ARGV[1]  the holder's token
+-- ARGV[2]  the extension: the new TTL in milliseconds; none: the TTL read
+-- Returns, the extension:
+--          1   extended
+--          0   our slot is gone (its lease ended, or it was deleted)
+--          -1  the key holds a value of another type
+-- the TTL read:
+--          ms >= 0  the lease left
+--          -2       our slot is gone
+--          -3       the key holds a value of another type
+-- (lease.lua's lease: an ended lease goes, the slot may already be
+-- someone else's; the set and its limit last as long as the latest lease.)
+return lease(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
