@@ -829,8 +829,8 @@ func TestFaultClockOnlyMonotonicTimeDecidesSafety(t *testing.T) {
 		}
 		if strings.Contains(code, "'TIME'") {
 			require.Contains(t, []string{"acquire.lua", "release.lua", "state.lua", "break.lua", "inspect.lua", "handover.lua", "multi_acquire.lua",
-				"semaphore_acquire.lua", "semaphore_extend.lua", "semaphore_release.lua", "semaphore_pttl.lua",
-				"shared_acquire.lua", "shared_extend.lua", "shared_release.lua", "shared_pttl.lua"}, filepath.Base(file), "%s reads the server's clock", file)
+				"semaphore_acquire.lua", "semaphore_lease.lua", "semaphore_release.lua",
+				"shared_acquire.lua", "shared_lease.lua", "shared_release.lua"}, filepath.Base(file), "%s reads the server's clock", file)
 			require.True(t, strings.Contains(code, "'ZADD'") || strings.Contains(code, "'ZSCORE'") || strings.Contains(code, "'ZCOUNT'"),
 				"%s reads the clock for something other than the queue", file)
 		}
