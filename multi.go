@@ -411,12 +411,10 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		return false, 0, 0, err
 	}
 	bad := func() error { return fmt.Errorf("%w %v from the multi acquire script", errBadReply, vals) }
-	var code int64 = -1
-	if len(vals) > 0 {
-		code, _ = vals[0].(int64)
-	}
+	// vals[0] is the code, an int64: 1 (taken, then each name's fence) or
+	// 0 (refused, then the place of the name held and its holder's PTTL).
 	switch {
-	case code == 1 && len(vals) == len(fences)+1:
+	case len(vals) == len(fences)+1 && vals[0] == int64(1):
 		for i := range fences {
 			f, ok := vals[i+1].(int64)
 			if !ok || fencing != (f > 0) || f < 0 {
@@ -425,7 +423,7 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 			fences[i] = f
 		}
 		return true, 0, 0, nil
-	case code == 0 && len(vals) == 3:
+	case len(vals) == 3 && vals[0] == int64(0):
 		i, ok1 := vals[1].(int64)
 		pttl, ok2 := vals[2].(int64)
 		if !ok1 || !ok2 || i < 1 || i > int64(len(fences)) {
