@@ -65,11 +65,11 @@ type multiRef struct {
 	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
 	watcher string
-	// acquires, releases: one EVALSHA per group (see prepareFor).
-	acquires, releases [][]any
-	releasing          *lockRef
-	names              []string // by hash slot (on a cluster), then name
-	keys               []string // the names' lock keys, in that order
+	// acquires: an attempt's EVALSHA per group (see prepareFor); a
+	// release's are prepared when it is sent (see releaseMulti).
+	acquires [][]any
+	names    []string // by hash slot (on a cluster), then name
+	keys     []string // the names' lock keys, in that order
 	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes
 	// (a span is its queue's expiries' key); queueKeys: the queues.
 	spans     []string
@@ -235,14 +235,13 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 	return combine(m, s.runGroups(ctx, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
-// releaseMulti deletes the names of ref's first upto groups that hold ref.token.
+// releaseMulti deletes the names of ref's first upto groups that hold
+// ref.token: the lock's release, or an attempt's give-back (under its own
+// token). Prepared here, not kept from the attempt: a lock releases once,
+// so a kept copy would save nothing, and a give-back needs its own.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
-	releases := m.releases
-	if m.releasing != ref {
-		// Another token than the lock's (an attempt's give-back): not kept.
-		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
-	}
+	releases := m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	s.ranScript(err)
 	return reply, err
@@ -375,7 +374,7 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 }
 
 // prepareFor prepares the attempts' commands, under ref's token (read when
-// sent: each attempt has its own), and the lock's release.
+// sent: each attempt has its own).
 func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
 	var extra [][]string
@@ -386,7 +385,6 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 		extra, wait = append(extra, m.queueKeys, m.spans), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
-	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
