@@ -119,10 +119,7 @@ func (k lockKind) needsOneDeployment() error {
 // needsOneScript refuses, on a Ring, a multi lock: one script cannot span
 // its shards.
 func (k lockKind) needsOneScript() error {
-	if k != multiLock {
-		return nil
-	}
-	return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
+	return invalidIf(k == multiLock, "AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
 }
 
 // # The argument layout of each kind's scripts
