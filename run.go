@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -34,16 +35,14 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error, acqu
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		foundLost, releaseErr := l.h.release(releaseCtx, false)
 		cancelRelease()
-		switch {
+		// The loss lockCtx ended with, else one the release found, goes
+		// with fn's error; a failed release without a loss is only logged.
+		switch lost = cmp.Or(lost, foundLost); {
 		case lost != nil:
-		case foundLost != nil:
-			lost = foundLost
+			err = join(lost, err)
 		case releaseErr != nil:
 			l.h.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
 				"name", l.h.name, "holder", holderID(l.h.token()), "error", releaseErr)
-		}
-		if lost != nil {
-			err = join(lost, err)
 		}
 	}()
 	return fn(runCtx)
