@@ -436,9 +436,5 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 // LockFromContext(ctx).FenceOf gives each name's fence. When fn did not run
 // it returns AcquireMulti's error; WithFailOpen is refused.
 func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("nil fn for locks %q", names)
-	}
-	l, err := c.AcquireMulti(ctx, names, opts...)
-	return l.run(ctx, fn, err)
+	return runWith(ctx, fn, "locks", names, func() (*Lock, error) { return c.AcquireMulti(ctx, names, opts...) })
 }

@@ -15,6 +15,18 @@ func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
 }
 
+// runWith is the RunWith calls of the kinds that cannot fail open
+// (RunWithSharedLock, RunWithSemaphore, RunWithLockMulti): a nil fn is
+// refused before anything is sent, naming the lock (what, then name), then
+// fn runs holding the lock acquire gives (see run).
+func runWith(ctx context.Context, fn func(ctx context.Context) error, what string, name any, acquire func() (*Lock, error)) error {
+	if fn == nil {
+		return invalidf("nil fn for %s %q", what, name)
+	}
+	l, err := acquire()
+	return l.run(ctx, fn, err)
+}
+
 // run runs fn holding l, and releases it (see RunWithLock); when the
 // acquire that was to give l failed with acquireErr, fn does not run and
 // run returns acquireErr.
