@@ -157,11 +157,9 @@ func (e *joinError) Error() string {
 
 func (e *joinError) Unwrap() []error { return e.errs }
 
-// oneLine replaces the line breaks of msg by "; ".
+// oneLine replaces the line breaks of msg by "; " (a run of them by one,
+// none at the ends); a msg without any comes back as it is (Join of one).
 func oneLine(msg string) string {
-	if !strings.ContainsAny(msg, "\r\n") {
-		return msg
-	}
 	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
 

@@ -676,7 +676,9 @@ func TestAMultiLockTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 		garbage{"acquired, without the fences", "*1\r\n:1\r\n"},
 		garbage{"a name beyond the lock's", "*3\r\n:0\r\n:3\r\n:100\r\n"},
 		garbage{"a verdict on no name", "*2\r\n:-1\r\n:0\r\n"},
-		garbage{"a lease with a name", "*2\r\n:5\r\n:1\r\n"})
+		garbage{"a lease with a name", "*2\r\n:5\r\n:1\r\n"},
+		// A refusal's shape with a word where the code goes: no refusal.
+		garbage{"a refusal with a word for its code", "*3\r\n$1\r\n0\r\n:1\r\n:100\r\n"})
 	for _, g := range cases {
 		t.Run(g.name, func(t *testing.T) {
 			for _, script := range []string{"multi_acquire", "multi_extend", "multi_release", "multi_pttl"} {

@@ -119,10 +119,7 @@ func (k lockKind) needsOneDeployment() error {
 // needsOneScript refuses, on a Ring, a multi lock: one script cannot span
 // its shards.
 func (k lockKind) needsOneScript() error {
-	if k != multiLock {
-		return nil
-	}
-	return invalidf("AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
+	return invalidIf(k == multiLock, "AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers, which one script cannot span")
 }
 
 // # The argument layout of each kind's scripts
@@ -293,14 +290,15 @@ func (a *acquisition) heldSubject() string {
 	return a.subject()
 }
 
+// heldWords says why the lock was not acquired. A multi lock's are its
+// heldSubject's: the words are reached only after a refusal, which names
+// the blocker (see acquisition.attempt).
 func (a *acquisition) heldWords() string {
 	switch a.kind {
 	case sharedHold:
 		return a.subject() + " is held exclusively or an exclusive waiter is ahead" + a.holderLeft()
 	case semaphoreSlot:
 		return fmt.Sprintf("%s has all %d slots held", a.subject(), a.l.ref.arg)
-	case multiLock:
-		return fmt.Sprintf("%s: %q is held by another holder%s", a.subject(), a.blocker, a.holderLeft())
 	}
-	return a.subject() + " is held by another holder" + a.holderLeft()
+	return a.heldSubject() + " is held by another holder" + a.holderLeft()
 }

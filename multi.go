@@ -65,11 +65,11 @@ type multiRef struct {
 	// watcher: our entry in its queue (see lua/multi_acquire.lua).
 	blocker int
 	watcher string
-	// acquires, releases: one EVALSHA per group (see prepareFor).
-	acquires, releases [][]any
-	releasing          *lockRef
-	names              []string // by hash slot (on a cluster), then name
-	keys               []string // the names' lock keys, in that order
+	// acquires: an attempt's EVALSHA per group (see prepareFor); a
+	// release's are prepared when it is sent (see releaseMulti).
+	acquires [][]any
+	names    []string // by hash slot (on a cluster), then name
+	keys     []string // the names' lock keys, in that order
 	// spans: "prefix{name}:qx": a name's key and queue's keys are prefixes
 	// (a span is its queue's expiries' key); queueKeys: the queues.
 	spans     []string
@@ -193,11 +193,10 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup, gone int64) (int64, err
 // runGroups sends the first upto of cmds: one through the batcher, several
 // in one pipeline (see runScripts).
 func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*redis.Cmd {
-	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
-		replies[0] = s.run(ctx, cmds[0], false)
-		return replies
+		return []*redis.Cmd{s.run(ctx, cmds[0], false)}
 	}
+	replies := make([]*redis.Cmd, upto)
 	for i := range upto {
 		replies[i] = scriptCmd(ctx, cmds[i])
 	}
@@ -235,14 +234,13 @@ func (s singleStore) extendMulti(ctx context.Context, o *options, m *multiRef, t
 	return combine(m, s.runGroups(ctx, m.prepare(multiExtendSHA, nil, token, ttl.Milliseconds()), len(m.groups)))
 }
 
-// releaseMulti deletes the names of ref's first upto groups that hold ref.token.
+// releaseMulti deletes the names of ref's first upto groups that hold
+// ref.token: the lock's release, or an attempt's give-back (under its own
+// token). Prepared here, not kept from the attempt: a lock releases once,
+// so a kept copy would save nothing, and a give-back needs its own.
 func (s singleStore) releaseMulti(ctx context.Context, ref *lockRef, upto int) (int64, error) {
 	m := ref.multi
-	releases := m.releases
-	if m.releasing != ref {
-		// Another token than the lock's (an attempt's give-back): not kept.
-		releases = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
-	}
+	releases := m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8])
 	reply, err := combine(m, s.runGroups(ctx, releases, upto))
 	s.ranScript(err)
 	return reply, err
@@ -375,7 +373,7 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 }
 
 // prepareFor prepares the attempts' commands, under ref's token (read when
-// sent: each attempt has its own), and the lock's release.
+// sent: each attempt has its own).
 func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 	fenced, wait := "0", any("0")
 	var extra [][]string
@@ -386,7 +384,6 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 		extra, wait = append(extra, m.queueKeys, m.spans), queueHoldArg
 	}
 	m.acquires = m.prepare(multiAcquireSHA, extra, &ref.token, ref.ttlArg, fenced, wait, &m.watcher)
-	m.releases, m.releasing = m.prepare(multiReleaseSHA, [][]string{m.queueKeys}, &ref.token, ref.releaseArgs[8]), ref
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
@@ -411,12 +408,10 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 		return false, 0, 0, err
 	}
 	bad := func() error { return fmt.Errorf("%w %v from the multi acquire script", errBadReply, vals) }
-	var code int64 = -1
-	if len(vals) > 0 {
-		code, _ = vals[0].(int64)
-	}
+	// vals[0] is the code, an int64: 1 (taken, then each name's fence) or
+	// 0 (refused, then the place of the name held and its holder's PTTL).
 	switch {
-	case code == 1 && len(vals) == len(fences)+1:
+	case len(vals) == len(fences)+1 && vals[0] == int64(1):
 		for i := range fences {
 			f, ok := vals[i+1].(int64)
 			if !ok || fencing != (f > 0) || f < 0 {
@@ -425,7 +420,7 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 			fences[i] = f
 		}
 		return true, 0, 0, nil
-	case code == 0 && len(vals) == 3:
+	case len(vals) == 3 && vals[0] == int64(0):
 		i, ok1 := vals[1].(int64)
 		pttl, ok2 := vals[2].(int64)
 		if !ok1 || !ok2 || i < 1 || i > int64(len(fences)) {
@@ -440,9 +435,5 @@ func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool,
 // LockFromContext(ctx).FenceOf gives each name's fence. When fn did not run
 // it returns AcquireMulti's error; WithFailOpen is refused.
 func (c *Client) RunWithLockMulti(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("nil fn for locks %q", names)
-	}
-	l, err := c.AcquireMulti(ctx, names, opts...)
-	return l.run(ctx, fn, err)
+	return runWith(ctx, fn, "locks", names, func() (*Lock, error) { return c.AcquireMulti(ctx, names, opts...) })
 }

@@ -274,6 +274,19 @@ func TestAcquireMultiRefusesBadInput(t *testing.T) {
 		require.ErrorIs(t, err, redislock.ErrInvalidArgument)
 		require.ErrorContains(t, err, "quorum")
 	})
+	t.Run("a Ring's Client refuses it, saying so, with nothing sent; Acquire it serves", func(t *testing.T) {
+		mini := newMiniServer(t)
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": mini.Addr()}})
+		t.Cleanup(func() { _ = ring.Close() })
+		c := redislock.New(ring, quiet)
+		_, err := c.AcquireMulti(ctx, []string{"a", "b"})
+		require.ErrorIs(t, err, redislock.ErrInvalidArgument)
+		require.ErrorContains(t, err, "AcquireMulti needs one server, Sentinel or a Cluster: a Ring's shards are independent servers")
+		require.Empty(t, mini.Keys())
+		l, err := c.Acquire(ctx, "a")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	})
 	t.Run("methods of a nil Lock do not panic", func(t *testing.T) {
 		var l *redislock.Lock
 		_, ok := l.FenceOf("a")

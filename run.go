@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -12,6 +13,18 @@ import (
 // may run) from every other error; the rule is internal/lockrules'.
 func isUnreachable(err error) bool {
 	return lockrules.Unreachable(err, ErrNotAcquired, ErrInvalidArgument, ErrClosed)
+}
+
+// runWith is the RunWith calls of the kinds that cannot fail open
+// (RunWithSharedLock, RunWithSemaphore, RunWithLockMulti): a nil fn is
+// refused before anything is sent, naming the lock (what, then name), then
+// fn runs holding the lock acquire gives (see run).
+func runWith(ctx context.Context, fn func(ctx context.Context) error, what string, name any, acquire func() (*Lock, error)) error {
+	if fn == nil {
+		return invalidf("nil fn for %s %q", what, name)
+	}
+	l, err := acquire()
+	return l.run(ctx, fn, err)
 }
 
 // run runs fn holding l, and releases it (see RunWithLock); when the
@@ -34,16 +47,14 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error, acqu
 		releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		foundLost, releaseErr := l.h.release(releaseCtx, false)
 		cancelRelease()
-		switch {
+		// The loss lockCtx ended with, else one the release found, goes
+		// with fn's error; a failed release without a loss is only logged.
+		switch lost = cmp.Or(lost, foundLost); {
 		case lost != nil:
-		case foundLost != nil:
-			lost = foundLost
+			err = join(lost, err)
 		case releaseErr != nil:
 			l.h.opts.log().Warn("redislock: release after the critical section failed; the lock expires after its TTL",
 				"name", l.h.name, "holder", holderID(l.h.token()), "error", releaseErr)
-		}
-		if lost != nil {
-			err = join(lost, err)
 		}
 	}()
 	return fn(runCtx)

@@ -166,6 +166,14 @@ func TestRunWithTheLockFamilyRefusesBadInput(t *testing.T) {
 		} {
 			require.ErrorIs(t, call(), redislock.ErrInvalidArgument, name)
 		}
+		// A nil fn's error names the lock as its kind says it.
+		for want, err := range map[string]error{
+			`redislock: invalid argument: nil fn for shared lock "x"`: c.RunWithSharedLock(ctx, "x", nil),
+			`redislock: invalid argument: nil fn for semaphore "x"`:   c.RunWithSemaphore(ctx, "x", 2, nil),
+			`redislock: invalid argument: nil fn for locks ["x" "y"]`: c.RunWithLockMulti(ctx, []string{"x", "y"}, nil),
+		} {
+			require.EqualError(t, err, want)
+		}
 		require.Empty(t, hook.take(), "bad input sends nothing")
 	})
 }

@@ -17,10 +17,13 @@ var luaFiles embed.FS
 
 // lua returns the named scripts' sources, joined: prelude.lua (the server's
 // clock, the fence step, the queue join, the read of a lock key),
-// lease.lua (a holder's lease in a set of holders), handover.lua and
-// state.lua are functions that other scripts start with, prelude.lua
-// first. extend.lua starts with none: the most frequent script, it runs
-// alone (the tests know it by its own SHA1).
+// lease.lua (a holder's lease in a set of holders) and handover.lua are
+// functions that other scripts start with, prelude.lua first; state.lua,
+// after prelude.lua, defines functions and also runs the reads of a
+// name's state (into info and value, or replies their error) for the
+// scripts that follow it (inspect.lua, break.lua, break_holder.lua).
+// extend.lua starts with none: the most frequent script, it runs alone
+// (the tests know it by its own SHA1).
 func lua(names ...string) string {
 	var src []byte
 	for _, name := range names {

@@ -39,9 +39,5 @@ func (c *Client) AcquireSemaphore(ctx context.Context, name string, limit int, o
 // (see AcquireSemaphore), whose error it returns when fn did not run;
 // WithFailOpen is refused.
 func (c *Client) RunWithSemaphore(ctx context.Context, name string, limit int, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("nil fn for semaphore %q", name)
-	}
-	l, err := c.AcquireSemaphore(ctx, name, limit, opts...)
-	return l.run(ctx, fn, err)
+	return runWith(ctx, fn, "semaphore", name, func() (*Lock, error) { return c.AcquireSemaphore(ctx, name, limit, opts...) })
 }

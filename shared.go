@@ -26,9 +26,5 @@ func (c *Client) AcquireShared(ctx context.Context, name string, opts ...Option)
 // When fn did not run it returns AcquireShared's error; WithFailOpen is
 // refused.
 func (c *Client) RunWithSharedLock(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
-	if fn == nil {
-		return invalidf("nil fn for shared lock %q", name)
-	}
-	l, err := c.AcquireShared(ctx, name, opts...)
-	return l.run(ctx, fn, err)
+	return runWith(ctx, fn, "shared lock", name, func() (*Lock, error) { return c.AcquireShared(ctx, name, opts...) })
 }
