@@ -526,9 +526,7 @@ func (a *acquisition) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our queue place, the turn,
-// the cap's context (our timer needs no Stop: since Go 1.23 an unstopped
-// timer is collected once unreachable).
+// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
 func (a *acquisition) close() {
 	if a.patience.waits > 0 {
 		a.l.observeWait(false)
@@ -541,6 +539,9 @@ func (a *acquisition) close() {
 			a.room.unseat(a.ticket)
 		}
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
+	}
+	if a.timer != nil {
+		a.timer.Stop()
 	}
 	if a.cancelCap != nil {
 		a.cancelCap()

@@ -193,7 +193,8 @@ const replyGrace = 250 * time.Millisecond
 // ended) and the janitor gives the attempt back. (A constant 250 ms made
 // every waiter that gave up on a stalled link return that late.)
 func (b *batcher) replied(l *lane, call *batchCall) bool {
-	t := time.NewTimer(b.usualWait(l)) // unstopped, it is collected once unreachable (Go 1.23)
+	t := time.NewTimer(b.usualWait(l))
+	defer t.Stop()
 	select {
 	case <-call.done:
 		call.free()

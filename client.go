@@ -365,7 +365,8 @@ func (c *Client) leave(ref *lockRef, until time.Time) {
 	case <-c.closing: // Close tells its waiters at once
 		return
 	}
-	t := time.NewTimer(max(wait, leaveWait)) // unstopped, it is collected once unreachable (Go 1.23)
+	t := time.NewTimer(max(wait, leaveWait))
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:

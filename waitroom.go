@@ -207,8 +207,13 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 
 // wait waits for the turn, within ctx and p.
 func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan struct{}) (*earlyAttempt, error) {
-	// Reset before each wait; unstopped, it is collected once unreachable (Go 1.23).
+	// Reset before each wait. Stopped, not left to the collector: the
+	// GODEBUG defaults follow the main module's go line, and a program on
+	// go 1.22 or older gets asynctimerchan=1, where a timer not stopped stays
+	// in the runtime until it fires (an hour, per wait, here). So every timer
+	// of ours is stopped once done.
 	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		now := time.Now()
 		if !p.waiting(now) && !p.begin(now) {
@@ -332,7 +337,8 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 		room.sub = sub
 	}
 	w.mu.Unlock()
-	t := time.NewTimer(within) // unstopped, it is collected once unreachable (Go 1.23)
+	t := time.NewTimer(within)
+	defer t.Stop()
 	select {
 	case <-sub.ready:
 	case <-ctx.Done():
