@@ -45,7 +45,10 @@ type kindRules struct {
 	mark string
 	// The scripts' SHA1s, boxed once, and the extend and pttl scripts (a
 	// multi lock runs its own per slot, see multi.go); holdersKey: they also
-	// take the lockRef's extraKey (the holders' set or the limit).
+	// take the lockRef's extraKey (the holders' set or the limit). A shared
+	// or semaphore lease script is both: it extends when given a TTL
+	// (ARGV[2]) and only reads without one, so the pttl call
+	// (singleStore.pttl) sends the token alone, and must stay so.
 	acquireSHA, releaseSHA any
 	extend, pttl           *redis.Script
 	holdersKey             bool

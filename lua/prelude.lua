@@ -134,8 +134,10 @@ end
 -- saying 'the lock key ' .. name .. 'holds a value that is not a lock'
 -- (and true), else Redis' (no right to read it, out of memory). own, the
 -- caller's token, is its own value whatever its shape: a key that holds it
--- is the caller's, and its lone-holder test is skipped (the common case of
--- a release, an extension or a retried acquire; see loneMark's cost).
+-- is the caller's, and its lone-holder test is skipped (see loneMark's
+-- cost): holds passes it, so a plain, shared or multi release, and a
+-- shared or multi lock's extension or TTL read, skip it on their own key;
+-- the acquire scripts read keys that are mostly another's and pass none.
 local function lockValue(key, name, own)
   local value, other = redis.pcall('GET', key), 'a semaphore, not a lock'
   if type(value) == 'table' and not string.find(value.err, 'WRONGTYPE', 1, true) then
