@@ -2,7 +2,7 @@
 // github.com/redislock/redislock, and how often its engine branches on a
 // lock's kind. Run it from the module's root:
 //
-//	go run ./internal/tools/codelines        # totals, and the kind branches
+//	go run ./internal/tools/codelines        # totals (code and comment lines), and the kind branches
 //	go run ./internal/tools/codelines -v     # also per file, and each branch
 //
 // # Code lines
@@ -85,7 +85,7 @@ func run(w io.Writer, dir string, verbose bool, kindType, rulesType string, valu
 	if err != nil {
 		return err
 	}
-	var goTotal, luaTotal int
+	var goTotal, luaTotal, comments int
 	sources := map[string][]byte{}
 	for _, f := range append(goFiles, luaFiles...) {
 		if strings.HasSuffix(f, "_test.go") {
@@ -96,6 +96,7 @@ func run(w io.Writer, dir string, verbose bool, kindType, rulesType string, valu
 			return err
 		}
 		n := CodeLines(string(src))
+		comments += nonBlank(string(src)) - n
 		rel, _ := filepath.Rel(dir, f)
 		if strings.HasSuffix(f, ".lua") {
 			luaTotal += n
@@ -108,6 +109,7 @@ func run(w io.Writer, dir string, verbose bool, kindType, rulesType string, valu
 		}
 	}
 	fmt.Fprintf(w, "code lines: go %d, lua %d, total %d\n", goTotal, luaTotal, goTotal+luaTotal)
+	fmt.Fprintf(w, "comment lines: %d\n", comments)
 	branches, err := KindBranches(sources, kindType, rulesType, values, kindFiles)
 	if err != nil {
 		return err
@@ -130,6 +132,19 @@ func run(w io.Writer, dir string, verbose bool, kindType, rulesType string, valu
 	}
 	fmt.Fprintf(w, "kind branches: %d in %d files (%s)\n", len(branches), len(files), strings.Join(parts, ", "))
 	return nil
+}
+
+// nonBlank counts src's lines that are not blank: its code lines and its
+// comment lines (those CodeLines leaves out), so comment lines are
+// nonBlank - CodeLines.
+func nonBlank(src string) int {
+	n := 0
+	for _, l := range strings.Split(src, "\n") {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // CodeLines counts src's code lines (see the package doc). One rule serves

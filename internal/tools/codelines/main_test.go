@@ -112,12 +112,12 @@ func TestRun(t *testing.T) {
 	write("kind.go", kindSrc)
 	write("engine.go", engineSrc)
 	write("engine_test.go", "package p\n\nfunc TestX() { _ = exclusiveLock == sharedHold }\n")
-	write("lua/a.lua", "-- KEYS[1]\nlocal x = 1\nreturn x\n")
+	write("lua/a.lua", "-- KEYS[1]\n\nlocal x = 1\n--[[ a\nblock ]]\nreturn x\n")
 	var out bytes.Buffer
 	if err := run(&out, dir, false, "lockKind", "kindRules", []string{"kindLock"}, []string{"kind.go"}); err != nil {
 		t.Fatal(err)
 	}
-	want := "code lines: go 38, lua 2, total 40\nkind branches: 9 in 1 files (engine.go 9)\n"
+	want := "code lines: go 38, lua 2, total 40\ncomment lines: 3\nkind branches: 9 in 1 files (engine.go 9)\n"
 	if out.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", out.String(), want)
 	}
