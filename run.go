@@ -49,7 +49,8 @@ func (l *Lock) run(ctx context.Context, fn func(ctx context.Context) error, acqu
 		cancelRelease()
 		// The loss lockCtx ended with, else one the release found, goes
 		// with fn's error; a failed release without a loss is only logged.
-		switch lost = cmp.Or(lost, foundLost); {
+		lost = cmp.Or(lost, foundLost)
+		switch {
 		case lost != nil:
 			err = join(lost, err)
 		case releaseErr != nil:
