@@ -72,12 +72,18 @@ type sendSlot struct {
 	crowd bool      // live, with a batch of several commands
 	late  bool      // under way for longer than lateAfter: not live
 	since time.Time // when its current command or batch went out
+	// pipe and cmds: the slot's pipeline and its commands, kept for the
+	// slot's next sends (go-redis allocates each new one): only the
+	// slot's sender uses them.
+	pipe redis.Pipeliner
+	cmds []redis.Cmder
 }
 
-// batchCall is one queued command and where its reply is signalled.
+// batchCall is one caller's queued commands, sent together in one batch,
+// and where their replies are signalled.
 type batchCall struct {
 	ctx  context.Context
-	cmd  *redis.Cmd
+	cmds []redis.Cmder // its backing array kept in the pool
 	done chan struct{} // buffered: the flusher never blocks on it
 }
 
@@ -85,7 +91,8 @@ var batchCalls = sync.Pool{New: func() any { return &batchCall{done: make(chan s
 
 // free puts call back in the pool, once its flusher is done with it.
 func (call *batchCall) free() {
-	call.ctx, call.cmd = nil, nil
+	clear(call.cmds)
+	call.ctx, call.cmds = nil, call.cmds[:0]
 	batchCalls.Put(call)
 }
 
@@ -104,16 +111,29 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 }
 
 // do sends cmd, routed by key, and returns it with its reply, or, when ctx
-// ended first, a new command with ctx's error (cmd, which a flusher may still
-// write, is then not to be touched). With stop, a flusher sends cmd and the
-// wait ends when stop closes: errClosing (in unsentError if never sent).
+// ended first, a new command with doAll's error (cmd, which a flusher may
+// still write, is then not to be touched).
 func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-chan struct{}) *redis.Cmd {
+	if err := b.doAll(ctx, key, stop, cmd); err != nil {
+		failed := redis.NewCmd(ctx, cmd.Args()...)
+		failed.SetErr(err)
+		return failed
+	}
+	return cmd
+}
+
+// doAll sends cmds, routed by key, in one batch (one pipeline), and returns
+// nil once each holds its reply; or, when ctx ended first, ctx's error:
+// unsentError when none left the queue, else onItsWay (cmds, which a
+// flusher may still write, are then not to be touched). With stop, a
+// flusher sends them and the wait ends when stop closes: errClosing.
+func (b *batcher) doAll(ctx context.Context, key string, stop <-chan struct{}, cmds ...redis.Cmder) error {
 	l := b.lane(ctx, key)
 	b.mu.Lock()
 	if stop == nil {
 		if slot := l.claim(); slot != nil {
 			b.mu.Unlock()
-			_ = b.rdb.Process(ctx, cmd)
+			b.process(ctx, slot, cmds)
 			// The send ends: the queue goes to a flusher on its slot.
 			took := time.Since(slot.since) // (only this goroutine writes it now)
 			b.mu.Lock()
@@ -121,11 +141,11 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 				b.startFlusher(l, slot, batch)
 			}
 			b.mu.Unlock()
-			return cmd
+			return nil
 		}
 	}
 	call := batchCalls.Get().(*batchCall)
-	call.ctx, call.cmd = ctx, cmd
+	call.ctx, call.cmds = ctx, append(call.cmds, cmds...)
 	l.queue = append(l.queue, call)
 	b.dispatchLocked(l)
 	b.mu.Unlock()
@@ -133,7 +153,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 	select {
 	case <-call.done:
 		call.free()
-		return cmd
+		return nil
 	case <-ctx.Done():
 		why = context.Cause(ctx)
 	case <-stop:
@@ -145,18 +165,37 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	b.mu.Unlock()
-	failed := redis.NewCmd(ctx, cmd.Args()...)
 	switch {
 	case i >= 0: // still queued
 		call.free()
-		failed.SetErr(unsentError{why})
+		return unsentError{why}
 	case why != errClosing && b.replied(l, call):
 		// Answered soon after ctx ended: that settles what it did.
-		return cmd
-	default: // the flusher signals a channel nobody reads
-		failed.SetErr(&onItsWay{why, call.done, cmd})
+		return nil
 	}
-	return failed
+	// The flusher signals a channel nobody reads. Its last command's reply
+	// read means every one's was (go-redis reads them in order).
+	return &onItsWay{why, call.done, cmds[len(cmds)-1]}
+}
+
+// process sends cmds, then the commands of calls, on slot: alone, or in
+// one pipeline.
+func (b *batcher) process(ctx context.Context, slot *sendSlot, cmds []redis.Cmder, calls ...*batchCall) {
+	slot.cmds = append(slot.cmds, cmds...)
+	for _, c := range calls {
+		slot.cmds = append(slot.cmds, c.cmds...)
+	}
+	if len(slot.cmds) == 1 {
+		_ = b.rdb.Process(ctx, slot.cmds[0])
+	} else {
+		if slot.pipe == nil {
+			slot.pipe = b.rdb.Pipeline()
+		}
+		_ = slot.pipe.BatchProcess(ctx, slot.cmds...)
+		_, _ = slot.pipe.Exec(ctx) // errors are read per command
+	}
+	clear(slot.cmds)
+	slot.cmds = slot.cmds[:0]
 }
 
 // onItsWay is the error of a command its caller stopped waiting for on its
@@ -164,7 +203,7 @@ func (b *batcher) do(ctx context.Context, key string, cmd *redis.Cmd, stop <-cha
 type onItsWay struct {
 	cause error
 	sent  <-chan struct{}
-	cmd   *redis.Cmd
+	cmd   redis.Cmder
 }
 
 func (e *onItsWay) Error() string { return e.cause.Error() }
@@ -244,7 +283,7 @@ func (l *lane) claim() *sendSlot {
 	}
 	for i := range l.sends {
 		if slot := &l.sends[i]; !slot.busy {
-			*slot = sendSlot{busy: true, since: time.Now()}
+			*slot = sendSlot{busy: true, since: time.Now(), pipe: slot.pipe, cmds: slot.cmds}
 			return slot
 		}
 	}
@@ -264,7 +303,7 @@ func (l *lane) next(slot *sendSlot, took time.Duration) []*batchCall {
 		l.usual += (took - l.usual) / 8
 	}
 	if n, _ := l.live(); len(l.queue) == 0 || slot.late && n >= maxInFlight {
-		*slot = sendSlot{}
+		*slot = sendSlot{pipe: slot.pipe, cmds: slot.cmds}
 		return nil
 	}
 	slot.late, slot.since = false, time.Now()
@@ -323,7 +362,7 @@ func (l *lane) take(slot *sendSlot) []*batchCall {
 func (b *batcher) flush(l *lane, slot *sendSlot, batch []*batchCall) {
 	defer b.flushers.Done()
 	for batch != nil {
-		b.send(batch)
+		b.send(slot, batch)
 		took := time.Since(slot.since)
 		answered := len(batch)
 		clear(batch)
@@ -395,7 +434,7 @@ func (b *batcher) checkLate(l *lane) {
 // send sends batch in one pipeline and signals each caller. The pipeline is
 // bounded by its callers' latest deadline plus replyGrace (none if one has
 // none): a caller that gives up only stops waiting.
-func (b *batcher) send(batch []*batchCall) {
+func (b *batcher) send(slot *sendSlot, batch []*batchCall) {
 	ctx := context.WithoutCancel(batch[0].ctx) // its values, for hooks
 	var latest time.Time
 	for _, c := range batch {
@@ -415,15 +454,7 @@ func (b *batcher) send(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(replyGrace))
 		defer cancel()
 	}
-	if len(batch) == 1 {
-		_ = b.rdb.Process(ctx, batch[0].cmd)
-	} else {
-		pipe := b.rdb.Pipeline()
-		for _, c := range batch {
-			_ = pipe.Process(ctx, c.cmd)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-	}
+	b.process(ctx, slot, nil, batch...)
 	for _, c := range batch {
 		c.done <- struct{}{}
 	}
