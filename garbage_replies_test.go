@@ -651,15 +651,15 @@ func TestAMultiLockTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 	ctx := context.Background()
 	names := []string{"a", "b"}
 	// Each script's real answers for a lock of two names: taken ({1, fences}),
-	// done ({1}), a name gone or another's ({0, i}, {-1, i}), a lease
-	// ({ms}), and pttl's losses ({-2, i}, {-3, i}).
+	// done (1), a name gone or another's ({0, i}, {-1, i}), a lease
+	// (ms), and pttl's losses ({-2, i}, {-3, i}).
 	good := map[string]string{"multi_acquire": "*3\r\n:1\r\n:0\r\n:0\r\n",
-		"multi_extend": "*1\r\n:1\r\n", "multi_release": "*1\r\n:1\r\n", "multi_pttl": "*1\r\n:30000\r\n"}
+		"multi_extend": ":1\r\n", "multi_release": ":1\r\n", "multi_pttl": ":30000\r\n"}
 	valid := map[string][]string{
 		"multi_acquire": {good["multi_acquire"]},
-		"multi_extend":  {"*1\r\n:1\r\n", "*2\r\n:0\r\n:1\r\n"},
-		"multi_release": {"*1\r\n:1\r\n", "*2\r\n:0\r\n:1\r\n"},
-		"multi_pttl":    {"*1\r\n:1\r\n"},
+		"multi_extend":  {":1\r\n", "*2\r\n:0\r\n:1\r\n"},
+		"multi_release": {":1\r\n", "*2\r\n:0\r\n:1\r\n"},
+		"multi_pttl":    {":1\r\n"},
 	}
 	held := func(t *testing.T) *redislock.Lock {
 		t.Helper()

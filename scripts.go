@@ -74,7 +74,7 @@ var (
 	semReleaseSHA    any = script("prelude", "handover", "semaphore_release").Hash()
 	multiAcquireSHA  any = script("prelude", "multi_acquire").Hash()
 	multiExtendSHA   any = script("prelude", "multi_extend").Hash()
-	multiReleaseSHA  any = script("prelude", "multi_release").Hash()
+	multiReleaseSHA  any = script("multi_release").Hash()
 	multiPTTLSHA     any = script("prelude", "multi_pttl").Hash()
 )
 

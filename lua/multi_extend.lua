@@ -3,7 +3,9 @@
 -- KEYS     the lock keys
 -- ARGV[1]  the holder's token
 -- ARGV[2]  the new TTL in milliseconds
--- Returns  {1}      every key extended
+-- Returns  1        every key extended (a bare number: no name, no
+--                   array to read; likewise multi_release's and
+--                   multi_pttl's verdicts on no name)
 --          {0, i}   KEYS[i] is gone (expired or deleted); none extended
 --          {-1, i}  KEYS[i] holds another token, or a value of another
 --                   type; none extended
@@ -17,4 +19,4 @@ end
 for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
-return {1}
+return 1

@@ -2,7 +2,7 @@
 -- lock we hold (one hash slot's on a cluster).
 -- KEYS     the lock keys
 -- ARGV[1]  the holder's token
--- Returns  {pttl}   the shortest TTL in milliseconds (>= 0; -1 if someone
+-- Returns  pttl     the shortest TTL in milliseconds (>= 0; -1 if someone
 --                   removed a key's expiry and no other key has one)
 --          {-2, i}  KEYS[i] is gone (expired or deleted)
 --          {-3, i}  KEYS[i] holds another token, or a value of another type
@@ -17,4 +17,4 @@ for i = 1, #KEYS do
     shortest = pttl
   end
 end
-return {shortest}
+return shortest

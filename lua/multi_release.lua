@@ -10,27 +10,25 @@
 --          release.lua), or cannot be read; nothing for none; then
 --          what the other kinds' releases read after a space (the
 --          lockRef's release argument, see release.lua), unused here
--- Returns  {1}      every key held the token and is deleted
+-- Returns  1        every key held the token and is deleted
 --          {0, i}   KEYS[i], the first key not ours, was gone
 --          {-1, i}  KEYS[i], the first key not ours, holds another token
 --                   or a value of another type
 --          (the keys that held the token are deleted in every case)
 local token = ARGV[1]
 local publish = string.match(ARGV[2], '^%S*')
-local reply, failed = {1}, nil
+local reply, failed = 1, nil
 local n = #KEYS / 2
--- Each key read as prelude.lua's holds reads it; an error (not a verdict)
--- stops the reads, and the keys found ours before it still go.
 local ours, queues = {}, {}
 for i = 1, n do
-  local held, err = holds(KEYS[i], token)
-  if not held then
-    failed = err
-    break
-  elseif held == 1 then
+  local value = redis.pcall('GET', KEYS[i])
+  if value == token then
     ours[#ours + 1], queues[#queues + 1] = KEYS[i], KEYS[n + i]
-  elseif reply[1] == 1 then
-    reply = {held, i}
+  elseif type(value) == 'table' and not string.find(value.err, 'WRONGTYPE', 1, true) then
+    failed = value
+    break
+  elseif reply == 1 then
+    reply = {value and -1 or 0, i}
   end
 end
 -- One DEL, and one EXISTS of their queues: the common case, nobody in
