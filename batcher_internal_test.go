@@ -101,6 +101,9 @@ func lockKeyOf(cmd redis.Cmder) string {
 	if pos == 0 || len(args) <= pos {
 		return ""
 	}
+	if key, ok := args[pos].(*string); ok { // (a multi lock's, see multiRef.keyArg)
+		return *key
+	}
 	key, _ := args[pos].(string)
 	return key
 }
@@ -525,4 +528,59 @@ func TestAStalledConnectionHoldsUpOnlyItsOwnBatch(t *testing.T) {
 		require.NoError(t, r.err, "a stalled send ends once its connection answers")
 		require.NoError(t, r.l.Release(ctx))
 	}
+}
+
+// A multi lock's SETs are one call of the batcher: queued behind busy
+// sends, they go out in the next batch, with the other callers' commands;
+// a caller whose ctx ends while they are queued sends none of them.
+func TestAMultiLocksSETsQueueAsOneCall(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, rdb, gate := newGatedClient(t, ctx, addr)
+		names := []string{"set:a", "set:b", "set:c"}
+		keys := []string{DefaultKeyPrefix + "{set:a}", DefaultKeyPrefix + "{set:b}", DefaultKeyPrefix + "{set:c}"}
+		multiAsync := func(ctx context.Context) <-chan acquireResult {
+			got := make(chan acquireResult, 1)
+			go func() {
+				l, err := c.AcquireMulti(ctx, names)
+				got <- acquireResult{l, err}
+			}()
+			return got
+		}
+
+		first := blockTheSenders(t, ctx, c, gate)
+		quitCtx, quit := context.WithCancel(ctx)
+		quitter := multiAsync(quitCtx)
+		waitFor(t, func() bool { return queuedCommands(c) == 1 }, "the multi lock's SETs did not queue as one call")
+		quit()
+		r := <-quitter
+		require.ErrorIs(t, r.err, context.Canceled, "it stops waiting at once, while the others' sends still hang")
+		require.Zero(t, queuedCommands(c), "and its SETs left the queue")
+
+		multi := multiAsync(ctx)
+		single := acquireAsync(ctx, c, "set:other")
+		waitFor(t, func() bool { return queuedCommands(c) == 2 }, "the callers did not queue")
+		gate.openSingle()
+		gate.openPipeline()
+		for _, got := range append(first, multi, single) {
+			r := <-got
+			require.NoError(t, r.err)
+			require.NoError(t, r.l.Release(ctx))
+		}
+		trips := gate.takeTrips()
+		require.Greater(t, len(trips), maxInFlight, "%v", trips)
+		require.ElementsMatch(t, append(keys, DefaultKeyPrefix+"{set:other}"), trips[maxInFlight],
+			"the queued commands went in one round trip: %v", trips)
+		for i, trip := range trips {
+			if i != maxInFlight {
+				// (The release's script comes as its first key alone.)
+				require.NotContains(t, trip, keys[1], "the quitter's SETs were never sent: %v", trips)
+			}
+		}
+		require.Zero(t, rdb.Exists(ctx, keys...).Val(), "released, and nothing of the quitter's call was sent")
+		c.cleaner.mu.Lock()
+		defer c.cleaner.mu.Unlock()
+		require.Zero(t, c.cleaner.items.Len(), "nor is there anything for the janitor to give back")
+	})
 }

@@ -78,6 +78,10 @@ type multiRef struct {
 	groups    []multiGroup
 	oneGroup  [1]multiGroup // groups' array on one server
 	fences    []int64       // by names' order, once acquired
+	fewFences [4]int64      // fences' array for a few names
+	// slotted: on a Cluster, which routes a command by its first key: a
+	// string (see keyArg).
+	slotted bool
 	// lost: 1 + the place of the last name found not ours (0: none).
 	lost atomic.Int64
 }
@@ -93,25 +97,26 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 		keyLen     int
 		slot, at   int
 	}
-	entries := make([]entry, len(names))
-	for i, name := range names {
-		if name == "" {
-			return nil, invalidf("AcquireMulti: names[%d] is empty", i)
-		}
-		span, keyLen, err := lockKeys(prefix, name)
-		if err != nil {
-			return nil, invalidf("AcquireMulti: names[%d]: %v", i, strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": "))
-		}
-		entries[i] = entry{name: name, span: span, keyLen: keyLen, at: i}
+	var few [8]entry // (most calls: no allocation)
+	entries := append(few[:0], make([]entry, len(names))...)
+	bad, err := lockrules.AllWithExpiry(prefix, names, func(i int, span string, keyLen int) {
+		entries[i] = entry{name: names[i], span: span, keyLen: keyLen, at: i}
 		if cluster {
 			entries[i].slot = lockrules.Slot(span[:keyLen])
 		}
+	})
+	switch {
+	case errors.Is(err, lockrules.ErrEmptyName):
+		return nil, invalidf("AcquireMulti: names[%d] is empty", bad)
+	case err != nil:
+		return nil, invalidf("AcquireMulti: names[%d]: %v", bad, err)
 	}
 	// One global order: overlapping sets take their common names in one order.
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.name, b.name), cmp.Compare(a.at, b.at))
 	})
-	m := &multiRef{fences: make([]int64, len(names))}
+	m := &multiRef{slotted: cluster}
+	m.fences = append(m.fewFences[:0], make([]int64, len(names))...)
 	n := len(entries)
 	all := make([]string, 4*n)
 	m.names, m.keys, m.spans, m.queueKeys = all[:n], all[n:2*n], all[2*n:3*n], all[3*n:]
@@ -138,11 +143,20 @@ func newMultiRef(cluster bool, prefix string, fencing bool, names []string) (*mu
 	return m, nil
 }
 
+// keyArg is names[i]'s key as a command's first key: a *string (boxed
+// without an allocation) where nothing routes by it, a string on a Cluster.
+func (m *multiRef) keyArg(i int) any {
+	if m.slotted {
+		return m.keys[i]
+	}
+	return &m.keys[i]
+}
+
 // fresh is m for another attempt's ref (see acquisition.giveBack): its
 // layout shared, its commands to prepare, its fences and blocker its own.
 func (m *multiRef) fresh() *multiRef {
 	return &multiRef{firstAt: m.firstAt, watcher: m.watcher, names: m.names, keys: m.keys,
-		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences))}
+		spans: m.spans, queueKeys: m.queueKeys, fenceKeys: m.fenceKeys, groups: m.groups, fences: make([]int64, len(m.fences)), slotted: m.slotted}
 }
 
 // prepare returns each group's EVALSHA of sha on its names' keys, then their
@@ -152,7 +166,7 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	for i, g := range m.groups {
 		n := g.to - g.from
 		cmd := make([]any, 0, 3+n*(1+len(extra))+len(args))
-		cmd = append(cmd, "evalsha", sha, n*(1+len(extra)), m.keys[g.from])
+		cmd = append(cmd, "evalsha", sha, n*(1+len(extra)), m.keyArg(g.from))
 		for j := g.from + 1; j < g.to; j++ {
 			cmd = append(cmd, &m.keys[j])
 		}
@@ -166,37 +180,42 @@ func (m *multiRef) prepare(sha any, extra [][]string, args ...any) [][]any {
 	return cmds
 }
 
-// verdict reads the {code, i} reply of a group's extend, release or pttl
-// script, recording names[g.from+i-1] as lost when there is an i, which
-// comes only with a code of loss: gone (0 from extend and release, -2 from
-// pttl: gone is passed) or held by another (gone - 1).
+// verdict reads the reply of a group's extend, release or pttl script: a
+// bare code (done, or pttl's lease), or {code, i}, which records
+// names[g.from+i-1] as lost and comes only with a code of loss: gone (0
+// from extend and release, -2 from pttl: gone is passed) or held by
+// another (gone - 1).
 func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup, gone int64) (int64, error) {
+	if code, ok := cmd.Val().(int64); ok && cmd.Err() == nil {
+		return code, nil
+	}
 	vals, err := cmd.Slice()
-	if err != nil || len(vals) == 0 {
-		return 0, cmp.Or(err, fmt.Errorf("unexpected reply %v from a multi lock script", vals))
+	if err != nil {
+		return 0, err
 	}
-	code, ok := vals[0].(int64)
-	i, okAt := int64(0), true // i: 1 + the place in g of a name not ours; 0: none
-	if len(vals) == 2 {
+	var code, i int64 // i: 1 + the place in g of the first name not ours
+	ok := len(vals) == 2
+	if ok {
+		code, ok = vals[0].(int64)
+		var okAt bool
 		i, okAt = vals[1].(int64)
-		okAt = okAt && (code == gone || code == gone-1)
+		ok = ok && okAt && (code == gone || code == gone-1) && i >= 1 && i <= int64(g.to-g.from)
 	}
-	if !ok || !okAt || len(vals) > 2 || len(vals) == 2 && i < 1 || i > int64(g.to-g.from) {
+	if !ok {
 		return 0, fmt.Errorf("unexpected reply %v from a multi lock script", vals)
 	}
-	if i > 0 {
-		m.lost.Store(int64(g.from) + i)
-	}
+	m.lost.Store(int64(g.from) + i)
 	return code, nil
 }
 
 // runGroups sends the first upto of cmds: one through the batcher, several
 // in one pipeline (see runScripts).
 func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*redis.Cmd {
-	if upto == 1 {
-		return []*redis.Cmd{s.run(ctx, cmds[0], false)}
-	}
 	replies := make([]*redis.Cmd, upto)
+	if upto == 1 {
+		replies[0] = s.run(ctx, cmds[0], false)
+		return replies
+	}
 	for i := range upto {
 		replies[i] = scriptCmd(ctx, cmds[i])
 	}
@@ -336,6 +355,14 @@ func (l *hold) lostName() string {
 // what the groups before it took, and records the blocker.
 func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef) (bool, int64, time.Duration, error) {
 	m := ref.multi
+	first := !ref.attempted
+	ref.attempted = true
+	if first && !ref.fenced && !ref.waiting && o.replicas == 0 && s.batch != nil && s.scripted != nil && s.scripted.Load() {
+		if took, err := s.setAll(ctx, o, ref); took || err != nil {
+			return took, 0, 0, err
+		}
+		// Not all set: the script says why (and takes them if it can).
+	}
 	if m.acquires == nil {
 		m.prepareFor(ref, o)
 	}
@@ -370,6 +397,43 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 		}
 	}
 	return true, 0, 0, nil
+}
+
+// setAll sends every name's SET NX PX in one batch: a multi lock's first
+// attempt when the caller neither waits nor fences, as a plain lock's (see
+// singleStore.acquire), and one script fewer per uncontended cycle. It
+// reports whether all were set; when not, it gives back those it set
+// before it returns (for that round trip they looked held: the script's
+// all or none is seen by nobody), and the caller runs the script.
+func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool, error) {
+	m := ref.multi
+	args := make([]any, 0, 6*len(m.keys))
+	cmds := make([]redis.Cmder, len(m.keys))
+	for i := range m.keys {
+		args = append(args, "set", m.keyArg(i), &ref.token, "nx", "px", ref.ttlArg)
+		cmd := redis.NewCmd(ctx, args[6*i:]...)
+		cmd.SetFirstKeyPos(1)
+		cmds[i] = cmd
+	}
+	if err := s.batch.doAll(ctx, ref.key, nil, cmds...); err != nil {
+		return false, err // none answered (see acquisition.failed)
+	}
+	set, err := 0, error(nil)
+	for _, cmd := range cmds {
+		switch val, cerr := cmd.(*redis.Cmd).Result(); {
+		case cerr == nil && val == "OK":
+			set++
+		case cerr == nil:
+			err = fmt.Errorf("%w %v to SET NX", errBadReply, val)
+		case cerr != redis.Nil:
+			err = cerr
+		}
+	}
+	s.slots.note(err)
+	if set < len(cmds) && (set > 0 || err != nil) {
+		s.giveBack(ref, len(m.groups), o.ttl)
+	}
+	return set == len(cmds), err
 }
 
 // prepareFor prepares the attempts' commands, under ref's token (read when

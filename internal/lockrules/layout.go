@@ -101,10 +101,53 @@ func keys(prefix, name string, shared bool) (all string, keyLen int, err error) 
 	}
 	all = prefix + "{" + name + "}" + ExpirySuffix + p + open + n + close + s
 	key := all[:len(prefix)+len(name)+2]
-	if HashTag(key) == "" {
-		return "", 0, fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
+	if err := refused(prefix, name, key); err != nil {
+		return "", 0, err
 	}
 	return all, len(key), nil
+}
+
+// refused is the error of the lock key key of name under prefix, one that
+// leaves its hash tag empty; nil for a key the library takes.
+func refused(prefix, name, key string) error {
+	if HashTag(key) == "" {
+		return fmt.Errorf("lock name %q with prefix %q leaves the key %q an empty hash tag, so its keys could land in different cluster slots; avoid a '}' at the start of the name and \"{}\" in the prefix", name, prefix, key)
+	}
+	return nil
+}
+
+// AllWithExpiry is WithExpiry of each of names, from one
+// allocation for them all: it calls each with a name's place in names,
+// its string and its keyLen, in order, until a name is refused: then it
+// returns that name's place and WithExpiry's error.
+func AllWithExpiry(prefix string, names []string, each func(i int, names string, keyLen int)) (int, error) {
+	size := 0
+	for _, name := range names {
+		size += len(prefix) + len(name) + len("{}") + len(ExpirySuffix)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, name := range names {
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(name)
+		b.WriteByte('}')
+		b.WriteString(ExpirySuffix)
+	}
+	all, start := b.String(), 0
+	for i, name := range names {
+		keyLen := len(prefix) + len(name) + 2
+		if name == "" {
+			return i, ErrEmptyName
+		}
+		if err := refused(prefix, name, all[start:start+keyLen]); err != nil {
+			return i, err
+		}
+		end := start + keyLen + len(ExpirySuffix)
+		each(i, all[start:end], keyLen)
+		start = end
+	}
+	return 0, nil
 }
 
 // Name is Lock's inverse: the name of the lock whose key under prefix is
