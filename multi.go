@@ -357,7 +357,10 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 	m := ref.multi
 	first := !ref.attempted
 	ref.attempted = true
-	if first && !ref.fenced && !ref.waiting && o.replicas == 0 && s.batch != nil && s.scripted != nil && s.scripted.Load() {
+	// (Names on several nodes keep their scripts: one node's batch must
+	// not wait for another node, see batcher.)
+	plain := !ref.fenced && !ref.waiting && o.replicas == 0 && len(m.groups) == 1
+	if first && plain && s.batch != nil && s.scripted != nil && s.scripted.Load() {
 		if took, err := s.setAll(ctx, o, ref); took || err != nil {
 			return took, 0, 0, err
 		}
@@ -403,8 +406,13 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 // attempt when the caller neither waits nor fences, as a plain lock's (see
 // singleStore.acquire), and one script fewer per uncontended cycle. It
 // reports whether all were set; when not, it gives back those it set
-// before it returns (for that round trip they looked held: the script's
-// all or none is seen by nobody), and the caller runs the script.
+// before it returns, and the caller runs the script, which decides (and
+// takes them all if it can). For that round trip another caller may find
+// a name held by an attempt that then gives it back (where the script's
+// all or none is seen by nobody); but of two callers whose SETs split the
+// names, one takes them all: each one's script runs after its own
+// give-back, and both refused would need each script to run before the
+// other's give-back.
 func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool, error) {
 	m := ref.multi
 	args := make([]any, 0, 6*len(m.keys))

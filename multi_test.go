@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -577,5 +578,54 @@ func TestAMultiReleaseAnnouncesOnlyWhereSomeoneWaits(t *testing.T) {
 			heard(func() { require.NoError(t, l.Release(ctx)) }), "only the name someone waits for is announced")
 		require.NoError(t, <-got)
 		require.NoError(t, waiter.Close(ctx))
+	})
+}
+
+// Two callers racing for the same free names, neither waiting: their SETs
+// may each take some of the names, but each gives back what it set before
+// its script decides, so at least one of them takes them all (a caller's
+// script runs after its own give-back: both refused would need each
+// script to run before the other's give-back). Never both, never none.
+func TestTwoMultiLocksRacingForFreeNamesNeverBothFail(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		clients := []*redislock.Client{redislock.New(b.rdb, quiet), redislock.New(b.rdb, quiet)}
+		for _, c := range clients { // a script ran: their first attempts are SETs
+			l, err := c.AcquireMulti(ctx, []string{"race:warm"})
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+		}
+		for round := range 100 {
+			names := []string{fmt.Sprintf("race:%d:a", round), fmt.Sprintf("race:%d:b", round), fmt.Sprintf("race:%d:c", round)}
+			start := make(chan struct{})
+			results := make(chan error, 2)
+			var locks sync.Map
+			for i, c := range clients {
+				go func() {
+					<-start
+					l, err := c.AcquireMulti(ctx, names)
+					if err == nil {
+						locks.Store(i, l)
+					}
+					results <- err
+				}()
+			}
+			close(start)
+			won := 0
+			for range clients {
+				if err := <-results; err == nil {
+					won++
+				} else {
+					require.ErrorIs(t, err, redislock.ErrNotAcquired)
+				}
+			}
+			require.Equal(t, 1, won, "round %d: exactly one takes the names", round)
+			locks.Range(func(_, l any) bool {
+				require.NoError(t, l.(*redislock.Lock).Release(ctx))
+				return true
+			})
+			require.Zero(t, b.rdb.Exists(ctx, "lock:{"+names[0]+"}", "lock:{"+names[1]+"}", "lock:{"+names[2]+"}").Val(), "round %d: nothing left held", round)
+		}
 	})
 }
