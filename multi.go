@@ -211,11 +211,10 @@ func (m *multiRef) verdict(cmd *redis.Cmd, g multiGroup, gone int64) (int64, err
 // runGroups sends the first upto of cmds: one through the batcher, several
 // in one pipeline (see runScripts).
 func (s singleStore) runGroups(ctx context.Context, cmds [][]any, upto int) []*redis.Cmd {
-	replies := make([]*redis.Cmd, upto)
 	if upto == 1 {
-		replies[0] = s.run(ctx, cmds[0], false)
-		return replies
+		return []*redis.Cmd{s.run(ctx, cmds[0], false)}
 	}
+	replies := make([]*redis.Cmd, upto)
 	for i := range upto {
 		replies[i] = scriptCmd(ctx, cmds[i])
 	}
