@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -112,12 +113,8 @@ func (o *options) interval(ttl time.Duration) time.Duration {
 	return ttl / 3
 }
 
-func (o *options) log() *slog.Logger {
-	if o.logger != nil {
-		return o.logger
-	}
-	return slog.Default()
-}
+// log is the logger set, else slog.Default() now (see options.logger).
+func (o *options) log() *slog.Logger { return cmp.Or(o.logger, slog.Default()) }
 
 // WithTTL sets the lease the lock gets on the server: how long it survives a
 // crashed holder. Default DefaultTTL (30s); from MinTTL (10ms) to MaxTTL
