@@ -93,14 +93,12 @@ func defaultOptions() options {
 
 func (o *options) invalid(err error) { o.err = join(o.err, err) }
 
+// validate returns the first of: the bad option values, an extend interval
+// not below the TTL, a bad retry strategy (each check is pure).
 func (o *options) validate() error {
-	if o.err != nil {
-		return o.err
-	}
-	if o.extendInterval >= o.ttl {
-		return invalidf("extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl)
-	}
-	return validStrategy(o.retry)
+	return cmp.Or(o.err,
+		invalidIf(o.extendInterval >= o.ttl, "extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl),
+		validStrategy(o.retry))
 }
 
 // interval is the watchdog's interval for a lease of ttl: the extend
