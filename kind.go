@@ -148,8 +148,7 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 		// Not in the lock itself: an uncontended plain lock never needs it.
 		r.acquireArgs = new([14]any)
 	}
-	a := r.acquireArgs[:0]
-	a = append(a, "evalsha", r.kind.rules().acquireSHA, 0, r.keyArg)
+	a := append(r.acquireArgs[:0], "evalsha", r.kind.rules().acquireSHA, 0, r.keyArg)
 	if r.kind != exclusiveLock {
 		a = append(a, r.extraKey, &r.queueKey, &r.expiryKey)
 	}
