@@ -50,11 +50,10 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 	if err != nil {
 		return err
 	}
-	names, keyLen, err := lockKeys(o.prefix, name)
+	key, err := lockrules.Lock(o.prefix, name)
 	if err != nil {
-		return err
+		return keyError(err)
 	}
-	key := names[:keyLen]
 	for {
 		l, err := c.acquire(ctx, name, o)
 		if err != nil {
@@ -80,13 +79,12 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		// announces it too, once it released the lock). A release with
 		// nobody in line announces nothing itself (see release.lua).
 		c.announceTerm(ctx, key, o.ttl/3)
-		var lost *LostError
 		switch cause := context.Cause(l.Context()); {
 		case ctx.Err() != nil:
 			return electStopped(ctx, name, leadErr)
 		case errors.Is(cause, ErrClosed):
 			return join(fmt.Errorf("%w: elect %q: the Client closed while leading", ErrClosed, name), ownError(leadErr))
-		case !errors.As(cause, &lost):
+		case !errors.Is(cause, ErrLockLost): // of a hold's causes, only a *LostError matches it
 			return leadErr // lead returned on its own, and leadership is given up
 		}
 		// Lost before lead returned (logged and observed): campaign on.
@@ -96,17 +94,15 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 func (c *Client) campaignOptions(opts []Option) (*options, error) {
 	var perCall options // the call's own options, apart from the Client's
 	applyOptions(&perCall, opts)
+	resolved, err := c.resolve(opts) // pure: its error comes after the refusals below
 	switch {
 	case perCall.failOpen:
 		return nil, invalidf("WithFailOpen does not apply to Elect: there is no leader without the lock")
 	case perCall.retry != nil:
 		return nil, invalidf("WithRetry does not apply to Elect: it waits for leadership until ctx ends")
-	}
-	resolved, err := c.resolve(opts)
-	if err != nil {
+	case err != nil:
 		return nil, err
-	}
-	if !resolved.watchdog {
+	case !resolved.watchdog:
 		return nil, invalidf("Elect needs the watchdog: a leader's lease would run out under it")
 	}
 	o := *resolved

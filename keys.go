@@ -27,10 +27,7 @@ func lockKeysShared(prefix, name string) (names, shared string, keyLen int, err 
 // keyError is the invalid-argument error of a name lockrules refuses, in
 // lockrules' words (lockrules.ErrEmptyName's are "empty lock name").
 func keyError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return invalidf("%v", err)
+	return invalidIf(err != nil, "%v", err)
 }
 
 // handoffTicket names the waiter a release hands the lock to: the first 16

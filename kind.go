@@ -113,10 +113,7 @@ func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 // needsOneDeployment refuses, on a quorum Client, the kinds but the
 // exclusive lock: they would need a majority's verdict on their sets.
 func (k lockKind) needsOneDeployment() error {
-	if k == exclusiveLock {
-		return nil
-	}
-	return invalidf("%s needs a Client on one Redis deployment (New); a quorum Client does not support it", k.rules().call)
+	return invalidIf(k != exclusiveLock, "%s needs a Client on one Redis deployment (New); a quorum Client does not support it", k.rules().call)
 }
 
 // needsOneScript refuses, on a Ring, a multi lock: one script cannot span
@@ -151,8 +148,7 @@ func (r *lockRef) acquireCommand(queue bool) []any {
 		// Not in the lock itself: an uncontended plain lock never needs it.
 		r.acquireArgs = new([14]any)
 	}
-	a := r.acquireArgs[:0]
-	a = append(a, "evalsha", r.kind.rules().acquireSHA, 0, r.keyArg)
+	a := append(r.acquireArgs[:0], "evalsha", r.kind.rules().acquireSHA, 0, r.keyArg)
 	if r.kind != exclusiveLock {
 		a = append(a, r.extraKey, &r.queueKey, &r.expiryKey)
 	}

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -92,14 +93,12 @@ func defaultOptions() options {
 
 func (o *options) invalid(err error) { o.err = join(o.err, err) }
 
+// validate returns the first of: the bad option values, an extend interval
+// not below the TTL, a bad retry strategy (each check is pure).
 func (o *options) validate() error {
-	if o.err != nil {
-		return o.err
-	}
-	if o.extendInterval >= o.ttl {
-		return invalidf("extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl)
-	}
-	return validStrategy(o.retry)
+	return cmp.Or(o.err,
+		invalidIf(o.extendInterval >= o.ttl, "extend interval %v must be shorter than the TTL %v", o.extendInterval, o.ttl),
+		validStrategy(o.retry))
 }
 
 // interval is the watchdog's interval for a lease of ttl: the extend
@@ -112,12 +111,8 @@ func (o *options) interval(ttl time.Duration) time.Duration {
 	return ttl / 3
 }
 
-func (o *options) log() *slog.Logger {
-	if o.logger != nil {
-		return o.logger
-	}
-	return slog.Default()
-}
+// log is the logger set, else slog.Default() now (see options.logger).
+func (o *options) log() *slog.Logger { return cmp.Or(o.logger, slog.Default()) }
 
 // WithTTL sets the lease the lock gets on the server: how long it survives a
 // crashed holder. Default DefaultTTL (30s); from MinTTL (10ms) to MaxTTL

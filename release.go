@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,10 +40,8 @@ func (l *hold) release(ctx context.Context, detach bool) (*LostError, error) {
 		case <-l.context().Done():
 		case <-ctx.Done():
 		}
-		if err := l.notHeld(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %q is being released", ErrNotHeld, l.name)
+		// Ended (released, lost or closed), else still being released.
+		return nil, cmp.Or(l.notHeld(), fmt.Errorf("%w: %q is being released", ErrNotHeld, l.name))
 	}
 	l.releasing = releaseSending
 	l.mu.Unlock()

@@ -1,8 +1,6 @@
 package redislock
 
-import (
-	"context"
-)
+import "context"
 
 // MaxSemaphoreLimit is the largest limit AcquireSemaphore accepts. A
 // semaphore's scripts count its holders on every call, so a limit far

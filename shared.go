@@ -1,8 +1,6 @@
 package redislock
 
-import (
-	"context"
-)
+import "context"
 
 // AcquireShared takes a shared hold of the lock called name (a reader's,
 // in a readers-writer lock), or fails: any number of shared holders hold
