@@ -710,4 +710,35 @@ func TestAMultiLockTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a multi lock's SET NX answered with garbage", func(t *testing.T) {
+		defer func() {
+			f.mu.Lock()
+			delete(f.replies, "set")
+			f.mu.Unlock()
+		}()
+		// A Client sends SET NX only once a script of ours ran: held runs them.
+		c := redislock.New(rdb, quiet, redislock.WithWatchdog(false))
+		l, err := c.AcquireMulti(ctx, names)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		for _, g := range append(append([]garbage{
+			{"an integer", ":1\r\n"},
+			{"another status", "+QUEUED\r\n"},
+		}, arrayGarbage...), commonGarbage...) {
+			if g.raw == "+OK\r\n" || g.raw == "$-1\r\n" || g.raw == "*-1\r\n" {
+				continue // the two real answers: set, and not set (nil)
+			}
+			f.answer("set", g.raw)
+			l, err := c.AcquireMulti(ctx, names)
+			require.Error(t, err, g.name)
+			require.Nil(t, l, g.name)
+			require.NotErrorIs(t, err, redislock.ErrNotAcquired, g.name)
+		}
+		f.answer("set", "+OK\r\n") // the control: a real "set"
+		l, err = c.AcquireMulti(ctx, names)
+		require.NoError(t, err)
+		require.Equal(t, []string{"lock:{b}", l.Token(), "nx", "px", "30000"}, f.lastArgv("set"), "SET key token NX PX ttl")
+		require.NoError(t, l.Release(ctx))
+	})
 }
