@@ -438,7 +438,9 @@ func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool
 	}
 	s.slots.note(err)
 	if set < len(cmds) && (set > 0 || err != nil) {
-		s.giveBack(ref, len(m.groups), o.ttl)
+		// A give-back left to the janitor fails the attempt: the script
+		// must not take the names under the token the janitor releases.
+		err = cmp.Or(err, s.giveBack(ref, len(m.groups), o.ttl))
 	}
 	return set == len(cmds), err
 }
@@ -458,19 +460,22 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
-// waits, so a failed AcquireMulti returns with nothing held (or the janitor retries).
-func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) {
+// waits, so a failed AcquireMulti returns with nothing held; or, when that
+// fails, the janitor retries and the release's error is returned.
+func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) error {
 	if upto == 0 {
-		return
+		return nil
 	}
 	// A copy: the next attempt has a token of its own, which a late
 	// clean-up of this one must not use.
 	taken := &lockRef{key: ref.key, keyArg: ref.keyArg, token: ref.token, kind: multiLock, multi: ref.multi, releaseArgs: ref.releaseArgs}
 	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 	defer cancel()
-	if _, err := s.releaseMulti(ctx, taken, upto); err != nil && s.cleaner != nil {
+	_, err := s.releaseMulti(ctx, taken, upto)
+	if err != nil && s.cleaner != nil {
 		s.cleaner.add(taken, time.Now().Add(ttl))
 	}
+	return err
 }
 
 func parseMultiAcquire(cmd *redis.Cmd, fences []int64, fencing bool) (took bool, heldAt int, holder time.Duration, err error) {
