@@ -78,21 +78,14 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 		watches.open[rdb] = w
 		go w.run()
 	}
-	w.join(s) // (a watch in the registry is not done: closeIf takes it out)
-	return w
-}
-
-// join makes s a member of w (not of a refused one); false when w is done.
-func (w *restartWatch) join(s *scheduler) bool {
+	// s joins w, unless w was refused. (A watch in the registry is not
+	// done: closeIf takes it out. So s's last watch, if not done, is w.)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.done {
-		return false
-	}
 	if !w.refused {
 		w.members[s] = struct{}{}
 	}
-	return true
+	return w
 }
 
 func (w *restartWatch) leave(s *scheduler) {

@@ -75,9 +75,7 @@ func (s *scheduler) joinWatchLocked(now time.Time) {
 		return
 	}
 	s.also = time.Time{}
-	if s.watch == nil || !s.watch.join(s) {
-		s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
-	}
+	s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
 	s.watching = true
 }
 
