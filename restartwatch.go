@@ -169,9 +169,10 @@ func (w *restartWatch) closeIf(closing func() bool) bool {
 }
 
 // closeIfIdle closes w at once when it has no member (a closed Client leaves
-// no goroutine), returning a channel closed when its goroutine returned.
+// no goroutine), returning a channel closed when its goroutine returned;
+// nil when it does not close it, or w is nil (no watch joined).
 func (w *restartWatch) closeIfIdle() <-chan struct{} {
-	if !w.closeIf(func() bool { return len(w.members) == 0 && !w.done && !w.refused }) {
+	if w == nil || !w.closeIf(func() bool { return len(w.members) == 0 && !w.done && !w.refused }) {
 		return nil
 	}
 	// On a goroutine of its own: Close waits for the read under way (up to

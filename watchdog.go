@@ -103,9 +103,6 @@ func (s *scheduler) close() <-chan struct{} {
 	defer s.mu.Unlock()
 	s.timer.close()
 	s.leaveWatchLocked()
-	if s.watch == nil {
-		return nil
-	}
 	return s.watch.closeIfIdle()
 }
 
