@@ -216,14 +216,12 @@ func (n *notifier) heard(ps *redis.PubSub, channel, payload string, confirm bool
 
 // confirm marks channel confirmed for sub, and sub ready once all are; n.mu is held.
 func (sub *subscription) confirm(channel string) {
-	all := true
 	for i, c := range sub.channels {
 		if c == channel {
 			sub.confirmed[i] = true
 		}
-		all = all && sub.confirmed[i]
 	}
-	if all && !sub.gone && !received(sub.ready) {
+	if !slices.Contains(sub.confirmed, false) && !sub.gone && !received(sub.ready) {
 		close(sub.ready)
 	}
 }
