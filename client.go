@@ -365,11 +365,9 @@ func (c *Client) leave(ref *lockRef, until time.Time) {
 	case <-c.closing: // Close tells its waiters at once
 		return
 	}
-	t := time.NewTimer(max(wait, leaveWait))
-	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-time.After(max(wait, leaveWait)): // (unstopped, it is collected: Go 1.23)
 	case <-c.closing:
 	}
 }
