@@ -80,11 +80,9 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	sub.gone = true
 	for _, channel := range sub.channels {
-		others := slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
-		if len(others) > 0 {
-			n.subs[channel] = others
-		} else {
-			delete(n.subs, channel)
+		n.subs[channel] = slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
+		if len(n.subs[channel]) == 0 {
+			delete(n.subs, channel) // (reconcile drops a channel with no entry)
 		}
 	}
 	n.pending++
