@@ -29,7 +29,7 @@ type restartWatch struct {
 	mu        sync.Mutex
 	members   map[*scheduler]struct{} // schedulers holding locks
 	idleSince time.Time               // when members became empty
-	done      bool                    // the goroutine exited: join a new watch
+	done      bool                    // closed, and out of the registry: joinWatch opens a new watch
 	refused   bool                    // the server refused the subscription
 }
 
