@@ -364,9 +364,11 @@ func (c *Client) leave(ref *lockRef, until time.Time) {
 	case <-c.closing: // Close tells its waiters at once
 		return
 	}
+	t := time.NewTimer(max(wait, leaveWait))
+	defer t.Stop()
 	select {
 	case <-done:
-	case <-time.After(max(wait, leaveWait)): // (unstopped, it is collected: Go 1.23)
+	case <-t.C:
 	case <-c.closing:
 	}
 }
