@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -201,10 +202,6 @@ func (w *restartWatch) refuse(err error) {
 	w.refused = true
 	w.members = map[*scheduler]struct{}{}
 	w.mu.Unlock()
-	log := w.logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log.Debug("redislock: no restart watch (the server refused the subscription); restarts are heard at the next extension",
+	cmp.Or(w.logger, slog.Default()).Debug("redislock: no restart watch (the server refused the subscription); restarts are heard at the next extension",
 		"channel", w.channel, "error", err)
 }
