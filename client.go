@@ -217,10 +217,9 @@ func (c *Client) Close(ctx context.Context) error {
 	// When ctx ends first, an attempt that succeeds from now on gives its
 	// lock back (acquisition.succeed).
 	err := closeWait(ctx, c.calls.close(), "Acquire calls under way")
-	c.init.Do(c.setup)
 	refs, terms := c.endHeld()
-	watchDone := c.scheduler.close()
-	c.deadlines.close()
+	watchDone := c.watchdog().close()
+	c.alarms().close()
 	c.store.stop()
 	// The network part runs on a goroutine of its own: go-redis may not
 	// honour ctx's deadline while it reads, and Close returns by that
@@ -237,7 +236,7 @@ func (c *Client) Close(ctx context.Context) error {
 		// Attempts under way land first: the janitor's last try finds what they took.
 		_ = closeWait(ctx, c.store.idle(), "attempts under way")
 		c.cleaner.flush(ctx)
-		c.waiting.close(ctx)
+		c.rooms().close(ctx)
 		close(swept)
 	}()
 	select {
@@ -275,7 +274,7 @@ func closeWait(ctx context.Context, done <-chan struct{}, what string) error {
 // release: the locks no Release is sending, and the keys of Elect's terms
 // among them.
 func (c *Client) endHeld() (refs []*lockRef, terms []string) {
-	for _, l := range c.deadlines.held() {
+	for _, l := range c.alarms().held() {
 		// (A hold lost before is claimed too: a Release after Close sends nothing.)
 		if l.giveUp(fmt.Errorf("%w: lock %q released by Client.Close", ErrClosed, l.name), false) {
 			refs = append(refs, &l.ref)

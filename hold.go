@@ -198,9 +198,18 @@ func (l *hold) end(cause error) (room *waitRoom, ended bool) {
 		l.announceLoss(lost)
 	}
 	l.observeHold(false) // also before the context ends
+	// Cancel the lock's context now, or have context cancel it when made.
+	// doneCause is set here only, and end runs once: the first cause stays.
 	l.mu.Lock()
-	l.cancelLocked(cause)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	l.doneCause = cause
+	if l.cancel != nil {
+		l.cancel(cause)
+	}
+	if done := l.done.Value(); done != nil {
+		close(*(*chan struct{})(unsafe.Pointer(&done))) // once: end ends once; see chanObject
+		l.doneCleanup.Stop()                            // a channel kept after the end keeps no Client
+	}
 	return room, true
 }
 
@@ -232,20 +241,6 @@ func (l *hold) giveUp(cause error, unlessEnded bool) bool {
 	}
 	l.mu.Unlock()
 	return mine && l.endAndPass(cause)
-}
-
-// cancelLocked cancels the lock's context (now, or when made); the first cause stays.
-func (l *hold) cancelLocked(cause error) {
-	if l.doneCause == nil {
-		l.doneCause = cause
-	}
-	if l.cancel != nil {
-		l.cancel(l.doneCause)
-	}
-	if done := l.done.Value(); done != nil {
-		close(*(*chan struct{})(unsafe.Pointer(&done))) // once: end ends once; see chanObject
-		l.doneCleanup.Stop()                            // a channel kept after the end keeps no Client
-	}
 }
 
 // chanObject returns the object a channel value points to, for a weak
@@ -305,7 +300,7 @@ var errDropped = errors.New("redislock: lock dropped without Release")
 // dropped, a Lock's finalizer: as os.File closes a file dropped open, the
 // hold ends, logged at Error, and the key is given back in the background.
 // If its Done channel was asked for, a goroutine may still wait on it alone:
-// the hold keeps it weakly (see cancelLocked), ends when it is unreachable too.
+// the hold keeps it weakly (see end), ends when it is unreachable too.
 func (l *Lock) dropped() {
 	h := l.h
 	h.mu.Lock()

@@ -80,11 +80,9 @@ func (n *notifier) unsubscribe(sub *subscription) {
 	n.mu.Lock()
 	sub.gone = true
 	for _, channel := range sub.channels {
-		others := slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
-		if len(others) > 0 {
-			n.subs[channel] = others
-		} else {
-			delete(n.subs, channel)
+		n.subs[channel] = slices.DeleteFunc(n.subs[channel], func(s *subscription) bool { return s == sub })
+		if len(n.subs[channel]) == 0 {
+			delete(n.subs, channel) // (reconcile drops a channel with no entry)
 		}
 	}
 	n.pending++
@@ -216,14 +214,12 @@ func (n *notifier) heard(ps *redis.PubSub, channel, payload string, confirm bool
 
 // confirm marks channel confirmed for sub, and sub ready once all are; n.mu is held.
 func (sub *subscription) confirm(channel string) {
-	all := true
 	for i, c := range sub.channels {
 		if c == channel {
 			sub.confirmed[i] = true
 		}
-		all = all && sub.confirmed[i]
 	}
-	if all && !sub.gone && !received(sub.ready) {
+	if !slices.Contains(sub.confirmed, false) && !sub.gone && !received(sub.ready) {
 		close(sub.ready)
 	}
 }

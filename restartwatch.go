@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -29,7 +30,7 @@ type restartWatch struct {
 	mu        sync.Mutex
 	members   map[*scheduler]struct{} // schedulers holding locks
 	idleSince time.Time               // when members became empty
-	done      bool                    // the goroutine exited: join a new watch
+	done      bool                    // closed, and out of the registry: joinWatch opens a new watch
 	refused   bool                    // the server refused the subscription
 }
 
@@ -78,21 +79,14 @@ func joinWatch(rdb redis.UniversalClient, o *options, s *scheduler) *restartWatc
 		watches.open[rdb] = w
 		go w.run()
 	}
-	w.join(s) // (a watch in the registry is not done: closeIf takes it out)
-	return w
-}
-
-// join makes s a member of w (not of a refused one); false when w is done.
-func (w *restartWatch) join(s *scheduler) bool {
+	// s joins w, unless w was refused. (A watch in the registry is not
+	// done: closeIf takes it out. So s's last watch, if not done, is w.)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.done {
-		return false
-	}
 	if !w.refused {
 		w.members[s] = struct{}{}
 	}
-	return true
+	return w
 }
 
 func (w *restartWatch) leave(s *scheduler) {
@@ -176,9 +170,10 @@ func (w *restartWatch) closeIf(closing func() bool) bool {
 }
 
 // closeIfIdle closes w at once when it has no member (a closed Client leaves
-// no goroutine), returning a channel closed when its goroutine returned.
+// no goroutine), returning a channel closed when its goroutine returned;
+// nil when it does not close it, or w is nil (no watch joined).
 func (w *restartWatch) closeIfIdle() <-chan struct{} {
-	if !w.closeIf(func() bool { return len(w.members) == 0 && !w.done && !w.refused }) {
+	if w == nil || !w.closeIf(func() bool { return len(w.members) == 0 && !w.done && !w.refused }) {
 		return nil
 	}
 	// On a goroutine of its own: Close waits for the read under way (up to
@@ -207,10 +202,6 @@ func (w *restartWatch) refuse(err error) {
 	w.refused = true
 	w.members = map[*scheduler]struct{}{}
 	w.mu.Unlock()
-	log := w.logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log.Debug("redislock: no restart watch (the server refused the subscription); restarts are heard at the next extension",
+	cmp.Or(w.logger, slog.Default()).Debug("redislock: no restart watch (the server refused the subscription); restarts are heard at the next extension",
 		"channel", w.channel, "error", err)
 }

@@ -75,9 +75,7 @@ func (s *scheduler) joinWatchLocked(now time.Time) {
 		return
 	}
 	s.also = time.Time{}
-	if s.watch == nil || !s.watch.join(s) {
-		s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
-	}
+	s.watch = joinWatch(s.watchRDB, s.watchOpts, s)
 	s.watching = true
 }
 
@@ -105,9 +103,6 @@ func (s *scheduler) close() <-chan struct{} {
 	defer s.mu.Unlock()
 	s.timer.close()
 	s.leaveWatchLocked()
-	if s.watch == nil {
-		return nil
-	}
 	return s.watch.closeIfIdle()
 }
 
@@ -243,18 +238,15 @@ func (s *scheduler) extendOn(node string, ready []*hold) {
 func (s *scheduler) noteReachability(node string, reqs []extendRequest) {
 	failed := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err != nil })
 	gone := slices.ContainsFunc(reqs, func(r extendRequest) bool { return r.err == nil && r.reply == replyGone })
-	if node != "" && reqs[0].multi != nil {
-		// A multi lock's own group (on a Cluster: it may span nodes) says
-		// nothing of one node: nothing kept, so nothing left per lock.
-		if gone {
-			s.lookAtAll()
-		}
-		return
+	back := false
+	if node == "" || reqs[0].multi == nil {
+		// Unless a multi lock's own group (on a Cluster: it may span nodes),
+		// which says nothing of one node: nothing kept, so nothing left per lock.
+		s.mu.Lock()
+		back = s.failing[node] && !failed
+		s.failing[node] = failed // (one entry per node ever seen)
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	back := s.failing[node] && !failed
-	s.failing[node] = failed // (one entry per node ever seen)
-	s.mu.Unlock()
 	if gone || back {
 		s.lookAtAll()
 	}
