@@ -80,7 +80,6 @@ type acquisition struct {
 	sent       time.Time // when the last attempt was sent
 	holderEnds time.Time // when the holder's lease ends, if known
 	fence      int64
-	timer      *time.Timer
 	cancelCap  context.CancelFunc
 	// queued: waits in the server's queue, one token for all attempts;
 	// freshTokens: each attempt has a token of its own (see plan).
@@ -526,7 +525,7 @@ func (a *acquisition) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
+// close undoes what a failed acquisition leaves: our queue place, the turn, the cap's timer.
 func (a *acquisition) close() {
 	if a.patience.waits > 0 {
 		a.l.observeWait(false)
@@ -539,9 +538,6 @@ func (a *acquisition) close() {
 			a.room.unseat(a.ticket)
 		}
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
-	}
-	if a.timer != nil {
-		a.timer.Stop()
 	}
 	if a.cancelCap != nil {
 		a.cancelCap()
@@ -608,13 +604,11 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	if d <= 0 {
 		return true, nil
 	}
-	if a.timer == nil {
-		a.timer = time.NewTimer(d)
-	} else {
-		a.timer.Reset(d)
-	}
+	// A timer of its own, stopped as it returns (see queuedWaiter.wait).
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
-	case <-a.timer.C:
+	case <-timer.C:
 		return true, nil
 	case <-a.seat:
 		return false, nil
