@@ -84,10 +84,9 @@ type acquisition struct {
 	// queued: waits in the server's queue, one token for all attempts;
 	// freshTokens: each attempt has a token of its own (see plan).
 	queued, freshTokens bool
-	// room: this Client's waiters for our key, whose turn we hold (keepRoom:
-	// handed to the lock); early: the attempt a releaser made for us.
+	// room: this Client's waiters for our key, whose turn we hold (nil
+	// once handed to the lock); early: the attempt a releaser made for us.
 	room     *waitRoom
-	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
 	// seat: where a hand-over to us finds us (its wake-up, see
@@ -500,7 +499,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	}
 	var room *waitRoom
 	if a.kind.rules().keepsTurn && a.room != nil {
-		room, a.keepRoom = a.room, true
+		room, a.room = a.room, nil // the lock's now: close leaves it alone
 		if a.queued {
 			room.unseat(a.ticket)
 		}
@@ -533,7 +532,7 @@ func (a *acquisition) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref, time.Now().Add(queueHold))
 	}
-	if a.room != nil && !a.keepRoom {
+	if a.room != nil {
 		if a.queued { // also a seat a releaser made for us as we gave up
 			a.room.unseat(a.ticket)
 		}
