@@ -198,9 +198,8 @@ func (a *acquisition) watch() error {
 	if key == "" || a.room != nil && a.room.key == key {
 		return nil
 	}
-	if a.room != nil {
+	if a.room != nil { // (enterRoom replaces room, and listened once in the new one)
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
-		a.room, a.listened = nil, false
 	}
 	return a.enterRoom(key)
 }
