@@ -190,19 +190,29 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 	room.line = append(room.line, me)
 	w.mu.Unlock()
 
-	if early, err := me.wait(ctx, p, closing); err == nil {
+	early, err := me.wait(ctx, p, closing)
+	if err == nil {
 		return room, early, nil
-	} else if seenHeld, out := w.dropOut(room, me); out {
-		if seenHeld {
+	}
+	// Out of line (with errSeenHeld when the turn holder saw the lock held),
+	// unless we are not in it any more: the turn is being handed to us.
+	w.mu.Lock()
+	i := slices.Index(room.line, me)
+	if i >= 0 {
+		room.line = slices.Delete(room.line, i, i+1)
+		room.users--
+		if room.seenHeld.Load() {
 			err = join(errSeenHeld, err)
 		}
-		return nil, nil, err
-	} else {
-		// The turn is being handed to us as we give up: wait for the attempt
-		// a releaser may be sending for us, so that the caller can undo it.
-		<-me.turn
-		return room, me.early, err
 	}
+	w.mu.Unlock()
+	if i >= 0 {
+		return nil, nil, err
+	}
+	// The turn is being handed to us as we give up: wait for the attempt
+	// a releaser may be sending for us, so that the caller can undo it.
+	<-me.turn
+	return room, me.early, err
 }
 
 // wait waits for the turn, within ctx and p.
@@ -230,20 +240,6 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 		case <-timer.C: // a wait ended: the next begins
 		}
 	}
-}
-
-// dropOut takes me out of line, telling whether the turn holder saw the lock
-// held; out is false when the turn is being handed to me.
-func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	i := slices.Index(room.line, me)
-	if i < 0 {
-		return false, false
-	}
-	room.line = slices.Delete(room.line, i, i+1)
-	room.users--
-	return room.seenHeld.Load(), true
 }
 
 // takeNext hands room's turn to the next in line if it accepts an early
