@@ -265,23 +265,21 @@ func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	defer w.mu.Unlock()
 	room.users--
 	if turn && len(room.line) > 0 {
-		next := room.line[0]
+		close(room.line[0].turn)
 		room.line = room.line[1:]
-		close(next.turn)
 		return
 	}
 	if turn {
 		room.turnHeld = false
 		room.seenHeld.Store(false)
 	}
-	if room.users > 0 {
-		return
-	}
-	if room.sub == nil {
+	switch {
+	case room.users > 0:
+	case room.sub == nil:
 		delete(w.rooms, room.key)
-		return
+	default: // idle: closed after roomLinger unless someone enters
+		w.alarms.set(&room.linger, time.Now().Add(roomLinger))
 	}
-	w.alarms.set(&room.linger, time.Now().Add(roomLinger))
 }
 
 // closeIdle closes room unless someone entered it since it went idle.
