@@ -42,11 +42,11 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 		// Only when a caller's own strategy wraps an invalid one: give up.
 		return 0, false
 	}
+	// The ceiling: min doubled attempt-1 times while that stays below max
+	// (attempt < 63 and grown > 0: no shift that overflows counts).
 	ceiling := s.max
-	if attempt < 63 {
-		if grown := s.min << (max(attempt, 1) - 1); grown > 0 && grown < ceiling {
-			ceiling = grown
-		}
+	if grown := s.min << (max(attempt, 1) - 1); attempt < 63 && grown > 0 && grown < ceiling {
+		ceiling = grown
 	}
 	// Full jitter, so that waiters that failed together do not retry together.
 	return s.min + rand.N(ceiling-s.min+1), true
