@@ -585,15 +585,14 @@ func (a *acquisition) sleep() error {
 // whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
-	if a.failing != nil && a.retryAt.Before(wake) {
-		wake, waitEnds = a.retryAt, false
+	earlier := func(known bool, at time.Time) {
+		if known && at.Before(wake) {
+			wake, waitEnds = at, false
+		}
 	}
-	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
-		wake, waitEnds = refresh, false
-	}
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake, waitEnds = a.holderEnds, false
-	}
+	earlier(a.failing != nil, a.retryAt)
+	earlier(a.l.ref.waiting, a.sent.Add(queueRefresh))
+	earlier(!a.holderEnds.IsZero(), a.holderEnds)
 	return wake, waitEnds
 }
 
