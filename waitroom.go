@@ -324,12 +324,11 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 		return
 	}
 	w.mu.Lock()
-	sub := room.sub
-	if sub == nil {
+	if room.sub == nil {
 		// The lock's channel, and ours for hand-overs: its confirmation makes the sub ready.
-		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
-		room.sub = sub
+		room.sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 	}
+	sub := room.sub
 	w.mu.Unlock()
 	t := time.NewTimer(within)
 	defer t.Stop()
