@@ -152,9 +152,6 @@ func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Befor
 // map, and a try sent by the old map waited as long again), where the
 // issue asks for a second at most; a refused dial costs Redis nothing.
 func retryPause(n int) time.Duration {
-	ceiling := 250 * time.Millisecond
-	if n < 4 {
-		ceiling = 50 * time.Millisecond << (n - 1)
-	}
+	ceiling := min(50*time.Millisecond<<(min(n, 4)-1), 250*time.Millisecond)
 	return ceiling/2 + rand.N(ceiling/2+1)
 }
