@@ -285,13 +285,11 @@ func (w *waitRooms) leave(room *waitRoom, turn bool) {
 // closeIdle closes room unless someone entered it since it went idle.
 func (w *waitRooms) closeIdle(room *waitRoom) {
 	w.mu.Lock()
-	if room.users > 0 || w.rooms[room.key] != room {
-		w.mu.Unlock()
-		return
+	var sub *subscription
+	if room.users <= 0 && w.rooms[room.key] == room {
+		delete(w.rooms, room.key)
+		sub, room.sub = room.sub, nil
 	}
-	delete(w.rooms, room.key)
-	sub := room.sub
-	room.sub = nil
 	w.mu.Unlock()
 	if sub != nil {
 		w.notifier.unsubscribe(sub)
