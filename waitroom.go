@@ -142,13 +142,12 @@ const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.seats[ticket]
-	if s == nil || s.handed == 0 {
-		return 0, false
+	if s := r.seats[ticket]; s != nil && s.handed != 0 {
+		lease := s.handed
+		s.handed = 0
+		return lease, true
 	}
-	lease := s.handed
-	s.handed = 0
-	return lease, true
+	return 0, false
 }
 
 // newWaitRooms returns a Client's rooms; rdb nil: no announcements (waiters poll).
