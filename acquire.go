@@ -80,15 +80,13 @@ type acquisition struct {
 	sent       time.Time // when the last attempt was sent
 	holderEnds time.Time // when the holder's lease ends, if known
 	fence      int64
-	timer      *time.Timer
 	cancelCap  context.CancelFunc
 	// queued: waits in the server's queue, one token for all attempts;
 	// freshTokens: each attempt has a token of its own (see plan).
 	queued, freshTokens bool
-	// room: this Client's waiters for our key, whose turn we hold (keepRoom:
-	// handed to the lock); early: the attempt a releaser made for us.
+	// room: this Client's waiters for our key, whose turn we hold (nil
+	// once handed to the lock); early: the attempt a releaser made for us.
 	room     *waitRoom
-	keepRoom bool
 	early    *earlyAttempt
 	listened bool // the room hears release announcements
 	// seat: where a hand-over to us finds us (its wake-up, see
@@ -200,9 +198,8 @@ func (a *acquisition) watch() error {
 	if key == "" || a.room != nil && a.room.key == key {
 		return nil
 	}
-	if a.room != nil {
+	if a.room != nil { // (enterRoom replaces room, and listened once in the new one)
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
-		a.room, a.listened = nil, false
 	}
 	return a.enterRoom(key)
 }
@@ -501,7 +498,7 @@ func (a *acquisition) succeed(lease time.Duration, took time.Time) (*Lock, error
 	}
 	var room *waitRoom
 	if a.kind.rules().keepsTurn && a.room != nil {
-		room, a.keepRoom = a.room, true
+		room, a.room = a.room, nil // the lock's now: close leaves it alone
 		if a.queued {
 			room.unseat(a.ticket)
 		}
@@ -526,7 +523,7 @@ func (a *acquisition) fail(err error) (*Lock, error) {
 	return nil, err
 }
 
-// close undoes what a failed acquisition leaves: our queue place, the turn, timers.
+// close undoes what a failed acquisition leaves: our queue place, the turn, the cap's timer.
 func (a *acquisition) close() {
 	if a.patience.waits > 0 {
 		a.l.observeWait(false)
@@ -534,14 +531,11 @@ func (a *acquisition) close() {
 	if a.inQueue {
 		a.c.leave(&a.l.ref, time.Now().Add(queueHold))
 	}
-	if a.room != nil && !a.keepRoom {
+	if a.room != nil {
 		if a.queued { // also a seat a releaser made for us as we gave up
 			a.room.unseat(a.ticket)
 		}
 		a.c.rooms().leave(a.room, a.kind.rules().takesTurn)
-	}
-	if a.timer != nil {
-		a.timer.Stop()
 	}
 	if a.cancelCap != nil {
 		a.cancelCap()
@@ -591,15 +585,14 @@ func (a *acquisition) sleep() error {
 // whichever comes first.
 func (a *acquisition) nextWake() (wake time.Time, waitEnds bool) {
 	wake, waitEnds = a.patience.end, true
-	if a.failing != nil && a.retryAt.Before(wake) {
-		wake, waitEnds = a.retryAt, false
+	earlier := func(known bool, at time.Time) {
+		if known && at.Before(wake) {
+			wake, waitEnds = at, false
+		}
 	}
-	if refresh := a.sent.Add(queueRefresh); a.l.ref.waiting && refresh.Before(wake) {
-		wake, waitEnds = refresh, false
-	}
-	if !a.holderEnds.IsZero() && a.holderEnds.Before(wake) {
-		wake, waitEnds = a.holderEnds, false
-	}
+	earlier(a.failing != nil, a.retryAt)
+	earlier(a.l.ref.waiting, a.sent.Add(queueRefresh))
+	earlier(!a.holderEnds.IsZero(), a.holderEnds)
 	return wake, waitEnds
 }
 
@@ -608,13 +601,11 @@ func (a *acquisition) pause(wake time.Time) (rang bool, err error) {
 	if d <= 0 {
 		return true, nil
 	}
-	if a.timer == nil {
-		a.timer = time.NewTimer(d)
-	} else {
-		a.timer.Reset(d)
-	}
+	// A timer of its own, stopped as it returns (see queuedWaiter.wait).
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
-	case <-a.timer.C:
+	case <-timer.C:
 		return true, nil
 	case <-a.seat:
 		return false, nil

@@ -42,11 +42,11 @@ func (s exponentialBackoff) NextBackoff(attempt int) (time.Duration, bool) {
 		// Only when a caller's own strategy wraps an invalid one: give up.
 		return 0, false
 	}
+	// The ceiling: min doubled attempt-1 times while that stays below max
+	// (attempt < 63 and grown > 0: no shift that overflows counts).
 	ceiling := s.max
-	if attempt < 63 {
-		if grown := s.min << (max(attempt, 1) - 1); grown > 0 && grown < ceiling {
-			ceiling = grown
-		}
+	if grown := s.min << (max(attempt, 1) - 1); attempt < 63 && grown > 0 && grown < ceiling {
+		ceiling = grown
 	}
 	// Full jitter, so that waiters that failed together do not retry together.
 	return s.min + rand.N(ceiling-s.min+1), true
@@ -152,9 +152,6 @@ func (p *patience) waiting(now time.Time) bool { return p.waits > 0 && now.Befor
 // map, and a try sent by the old map waited as long again), where the
 // issue asks for a second at most; a refused dial costs Redis nothing.
 func retryPause(n int) time.Duration {
-	ceiling := 250 * time.Millisecond
-	if n < 4 {
-		ceiling = 50 * time.Millisecond << (n - 1)
-	}
+	ceiling := min(50*time.Millisecond<<(min(n, 4)-1), 250*time.Millisecond)
 	return ceiling/2 + rand.N(ceiling/2+1)
 }

@@ -38,8 +38,7 @@ func (h *timeHeap[T]) Push(x any) {
 func (h *timeHeap[T]) Pop() any {
 	n := len(h.items) - 1
 	item := h.items[n]
-	var zero T
-	h.items[n] = zero
+	clear(h.items[n:]) // the backing array keeps no item alive
 	h.items = h.items[:n]
 	*h.slot(item) = -1
 	return item

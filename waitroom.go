@@ -142,13 +142,12 @@ const maxLeaseMs = math.MaxInt64 / int64(time.Millisecond)
 func (r *waitRoom) takeHandover(ticket string) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.seats[ticket]
-	if s == nil || s.handed == 0 {
-		return 0, false
+	if s := r.seats[ticket]; s != nil && s.handed != 0 {
+		lease := s.handed
+		s.handed = 0
+		return lease, true
 	}
-	lease := s.handed
-	s.handed = 0
-	return lease, true
+	return 0, false
 }
 
 // newWaitRooms returns a Client's rooms; rdb nil: no announcements (waiters poll).
@@ -190,19 +189,29 @@ func (w *waitRooms) enter(ctx context.Context, key string, turn bool, ref *lockR
 	room.line = append(room.line, me)
 	w.mu.Unlock()
 
-	if early, err := me.wait(ctx, p, closing); err == nil {
+	early, err := me.wait(ctx, p, closing)
+	if err == nil {
 		return room, early, nil
-	} else if seenHeld, out := w.dropOut(room, me); out {
-		if seenHeld {
+	}
+	// Out of line (with errSeenHeld when the turn holder saw the lock held),
+	// unless we are not in it any more: the turn is being handed to us.
+	w.mu.Lock()
+	i := slices.Index(room.line, me)
+	if i >= 0 {
+		room.line = slices.Delete(room.line, i, i+1)
+		room.users--
+		if room.seenHeld.Load() {
 			err = join(errSeenHeld, err)
 		}
-		return nil, nil, err
-	} else {
-		// The turn is being handed to us as we give up: wait for the attempt
-		// a releaser may be sending for us, so that the caller can undo it.
-		<-me.turn
-		return room, me.early, err
 	}
+	w.mu.Unlock()
+	if i >= 0 {
+		return nil, nil, err
+	}
+	// The turn is being handed to us as we give up: wait for the attempt
+	// a releaser may be sending for us, so that the caller can undo it.
+	<-me.turn
+	return room, me.early, err
 }
 
 // wait waits for the turn, within ctx and p.
@@ -232,20 +241,6 @@ func (me *queuedWaiter) wait(ctx context.Context, p *patience, closing <-chan st
 	}
 }
 
-// dropOut takes me out of line, telling whether the turn holder saw the lock
-// held; out is false when the turn is being handed to me.
-func (w *waitRooms) dropOut(room *waitRoom, me *queuedWaiter) (seenHeld, out bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	i := slices.Index(room.line, me)
-	if i < 0 {
-		return false, false
-	}
-	room.line = slices.Delete(room.line, i, i+1)
-	room.users--
-	return room.seenHeld.Load(), true
-}
-
 // takeNext hands room's turn to the next in line if it accepts an early
 // attempt, and returns it; the caller sets the attempt, then closes its turn.
 func (w *waitRooms) takeNext(room *waitRoom) *queuedWaiter {
@@ -269,35 +264,31 @@ func (w *waitRooms) leave(room *waitRoom, turn bool) {
 	defer w.mu.Unlock()
 	room.users--
 	if turn && len(room.line) > 0 {
-		next := room.line[0]
+		close(room.line[0].turn)
 		room.line = room.line[1:]
-		close(next.turn)
 		return
 	}
 	if turn {
 		room.turnHeld = false
 		room.seenHeld.Store(false)
 	}
-	if room.users > 0 {
-		return
-	}
-	if room.sub == nil {
+	switch {
+	case room.users > 0:
+	case room.sub == nil:
 		delete(w.rooms, room.key)
-		return
+	default: // idle: closed after roomLinger unless someone enters
+		w.alarms.set(&room.linger, time.Now().Add(roomLinger))
 	}
-	w.alarms.set(&room.linger, time.Now().Add(roomLinger))
 }
 
 // closeIdle closes room unless someone entered it since it went idle.
 func (w *waitRooms) closeIdle(room *waitRoom) {
 	w.mu.Lock()
-	if room.users > 0 || w.rooms[room.key] != room {
-		w.mu.Unlock()
-		return
+	var sub *subscription
+	if room.users <= 0 && w.rooms[room.key] == room {
+		delete(w.rooms, room.key)
+		sub, room.sub = room.sub, nil
 	}
-	delete(w.rooms, room.key)
-	sub := room.sub
-	room.sub = nil
 	w.mu.Unlock()
 	if sub != nil {
 		w.notifier.unsubscribe(sub)
@@ -330,12 +321,11 @@ func (w *waitRooms) listen(ctx context.Context, room *waitRoom, within time.Dura
 		return
 	}
 	w.mu.Lock()
-	sub := room.sub
-	if sub == nil {
+	if room.sub == nil {
 		// The lock's channel, and ours for hand-overs: its confirmation makes the sub ready.
-		sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
-		room.sub = sub
+		room.sub = w.notifier.subscribe(room, lockrules.Released(room.key), handoverChannel(room.key, w.tag))
 	}
+	sub := room.sub
 	w.mu.Unlock()
 	t := time.NewTimer(within)
 	defer t.Stop()
