@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -63,10 +64,9 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 	}
 	o := defaultOptions()
 	applyOptions(&o, opts)
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := q.check(&o); err != nil {
+	// check only reads, so it may run after a failed validate: the
+	// options' own error still wins.
+	if err := cmp.Or(o.validate(), q.check(&o)); err != nil {
 		return nil, err
 	}
 	q.defaultTimeout = nodeTimeout(o.ttl)
