@@ -496,8 +496,7 @@ func (q *quorumStore) combine(op string, start time.Time, k int, answers []answe
 		info.Holders = []HolderInfo{{ID: id, Metadata: info.Metadata, TTL: info.TTL}}
 	}
 	if answered := len(q.nodes) - len(failed); answered < q.needed {
-		return info, hold, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
-			Failed: len(failed), Elapsed: time.Since(start), Errors: failed}
+		return info, hold, q.failure(tally{op: op, elapsed: time.Since(start), errs: failed}, answered, 0, 0)
 	}
 	return info, hold, nil
 }
