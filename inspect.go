@@ -133,9 +133,8 @@ func (c *Client) List(ctx context.Context, prefix string) iter.Seq2[Info, error]
 		// The key of a name that starts with prefix checks the arguments,
 		// and starts the pattern: cut "_}" for "*}".
 		key, err := c.lockKey(ctx, prefix+"_")
-		if strings.HasPrefix(prefix, "}") {
-			err = invalidf("no lock name starts with '}'")
-		}
+		// A prefix that no name has: that error, whatever lockKey says.
+		err = cmp.Or(invalidIf(strings.HasPrefix(prefix, "}"), "no lock name starts with '}'"), err)
 		if err != nil {
 			yield(Info{}, fmt.Errorf("redislock: list %q: %w", prefix, err))
 			return
