@@ -273,12 +273,11 @@ func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, [
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
-	switch err := c.usable(); {
-	case err != nil:
+	// c.defaultsErr apart: cmp.Or evaluates every argument, and c may be nil.
+	if err := cmp.Or(c.usable(), invalidIf(ctx == nil, "nil context")); err != nil {
 		return "", err
-	case ctx == nil:
-		return "", invalidf("nil context")
-	case c.defaultsErr != nil:
+	}
+	if c.defaultsErr != nil {
 		return "", c.defaultsErr
 	}
 	key, err := lockrules.Lock(c.opts.prefix, name)
