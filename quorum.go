@@ -294,21 +294,22 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 		return true, 0, 0, nil
 	}
 	q.giveBack(ctx, timeout, key, token, append(slices.Clip(t.done), landed...))
-	qerr := q.failure(t, len(t.done), t.foreign, validity)
-	if t.foreign > 0 && len(t.done) < q.needed {
-		return false, 0, q.freeIn(t), qerr
-	}
-	return false, 0, 0, qerr
+	return false, 0, q.freeIn(t), q.failure(t, len(t.done), t.foreign, validity)
 }
 
-// freeIn returns the time until a majority can be free: counting the nodes
-// we took and the failed ones as free, the k-th shortest TTL among the
-// refusing nodes, at least 1ms (0 would read as "unknown").
+// freeIn returns the time until a majority can be free: 0 (unknown) when
+// no node refused, or a majority took the lock (too late, not refused);
+// else, counting the nodes we took and the failed ones as free, the k-th
+// shortest TTL among the refusing nodes, at least 1ms (0 would read as
+// "unknown").
 //
 // The refusing nodes' TTLs are holderTTL's (see acquireKey), never
 // negative: 1ms for a key expiring now, and 0 (unknown) for a key without
 // expiry, which so counts as the shortest and reads as 1ms.
 func (q *quorumStore) freeIn(t tally) time.Duration {
+	if t.foreign == 0 || len(t.done) >= q.needed {
+		return 0
+	}
 	var ttls []time.Duration
 	for _, a := range t.answers {
 		if a.err == nil && a.reply != replyDone {
