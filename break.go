@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -106,11 +107,9 @@ func runBreak(ctx context.Context, rdb redis.Scripter, key, id string, publish a
 // (with the Info) when no running hold of name has the ID; else Inspect's.
 func (c *Client) BreakHolder(ctx context.Context, name, id string) (Info, error) {
 	key, err := c.lockKey(ctx, name)
-	if err != nil {
+	badID := invalidIf(len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "", "holder ID %q is not 16 lowercase hex digits (see HolderInfo.ID)", id)
+	if err = cmp.Or(err, badID); err != nil { // lockKey's error first
 		return Info{}, err
-	}
-	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
-		return Info{}, invalidf("holder ID %q is not 16 lowercase hex digits (see HolderInfo.ID)", id)
 	}
 	info, found, err := c.store.breakLock(ctx, key, id)
 	info.Name, info.Key = name, key

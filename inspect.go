@@ -133,9 +133,8 @@ func (c *Client) List(ctx context.Context, prefix string) iter.Seq2[Info, error]
 		// The key of a name that starts with prefix checks the arguments,
 		// and starts the pattern: cut "_}" for "*}".
 		key, err := c.lockKey(ctx, prefix+"_")
-		if strings.HasPrefix(prefix, "}") {
-			err = invalidf("no lock name starts with '}'")
-		}
+		// A prefix that no name has: that error, whatever lockKey says.
+		err = cmp.Or(invalidIf(strings.HasPrefix(prefix, "}"), "no lock name starts with '}'"), err)
 		if err != nil {
 			yield(Info{}, fmt.Errorf("redislock: list %q: %w", prefix, err))
 			return
@@ -274,12 +273,11 @@ func (q *quorumStore) inspectMany(ctx context.Context, keys []string) ([]Info, [
 
 // lockKey checks Inspect's and Break's arguments and returns the lock's key.
 func (c *Client) lockKey(ctx context.Context, name string) (string, error) {
-	switch err := c.usable(); {
-	case err != nil:
+	// c.defaultsErr apart: cmp.Or evaluates every argument, and c may be nil.
+	if err := cmp.Or(c.usable(), invalidIf(ctx == nil, "nil context")); err != nil {
 		return "", err
-	case ctx == nil:
-		return "", invalidf("nil context")
-	case c.defaultsErr != nil:
+	}
+	if c.defaultsErr != nil {
 		return "", c.defaultsErr
 	}
 	key, err := lockrules.Lock(c.opts.prefix, name)
@@ -496,8 +494,7 @@ func (q *quorumStore) combine(op string, start time.Time, k int, answers []answe
 		info.Holders = []HolderInfo{{ID: id, Metadata: info.Metadata, TTL: info.TTL}}
 	}
 	if answered := len(q.nodes) - len(failed); answered < q.needed {
-		return info, hold, &QuorumError{Op: op, Nodes: len(q.nodes), Needed: q.needed, Agreed: answered,
-			Failed: len(failed), Elapsed: time.Since(start), Errors: failed}
+		return info, hold, q.failure(tally{op: op, elapsed: time.Since(start), errs: failed}, answered, 0, 0)
 	}
 	return info, hold, nil
 }

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -63,10 +64,9 @@ func NewQuorum(clients []redis.UniversalClient, opts ...Option) (*Client, error)
 	}
 	o := defaultOptions()
 	applyOptions(&o, opts)
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := q.check(&o); err != nil {
+	// check only reads, so it may run after a failed validate: the
+	// options' own error still wins.
+	if err := cmp.Or(o.validate(), q.check(&o)); err != nil {
 		return nil, err
 	}
 	q.defaultTimeout = nodeTimeout(o.ttl)
@@ -294,21 +294,22 @@ func (q *quorumStore) acquire(ctx context.Context, o *options, ref *lockRef) (bo
 		return true, 0, 0, nil
 	}
 	q.giveBack(ctx, timeout, key, token, append(slices.Clip(t.done), landed...))
-	qerr := q.failure(t, len(t.done), t.foreign, validity)
-	if t.foreign > 0 && len(t.done) < q.needed {
-		return false, 0, q.freeIn(t), qerr
-	}
-	return false, 0, 0, qerr
+	return false, 0, q.freeIn(t), q.failure(t, len(t.done), t.foreign, validity)
 }
 
-// freeIn returns the time until a majority can be free: counting the nodes
-// we took and the failed ones as free, the k-th shortest TTL among the
-// refusing nodes, at least 1ms (0 would read as "unknown").
+// freeIn returns the time until a majority can be free: 0 (unknown) when
+// no node refused, or a majority took the lock (too late, not refused);
+// else, counting the nodes we took and the failed ones as free, the k-th
+// shortest TTL among the refusing nodes, at least 1ms (0 would read as
+// "unknown").
 //
 // The refusing nodes' TTLs are holderTTL's (see acquireKey), never
 // negative: 1ms for a key expiring now, and 0 (unknown) for a key without
 // expiry, which so counts as the shortest and reads as 1ms.
 func (q *quorumStore) freeIn(t tally) time.Duration {
+	if t.foreign == 0 || len(t.done) >= q.needed {
+		return 0
+	}
 	var ttls []time.Duration
 	for _, a := range t.answers {
 		if a.err == nil && a.reply != replyDone {
@@ -378,13 +379,7 @@ func (q *quorumStore) extend(ctx context.Context, r extendRequest) (int64, error
 	t, _ := q.vote(ctx, "extend", nodeTimeout(r.ttl), func(ctx context.Context, _ int, n quorumNode) answer {
 		return replied(n.extend(ctx, r))
 	}, nil)
-	if len(t.done) >= q.needed {
-		return replyDone, nil
-	}
-	if reply, lost := q.lost(t); lost {
-		return reply, nil
-	}
-	return 0, q.failure(t, len(t.done), t.gone+t.foreign, 0)
+	return q.outcome(t, len(t.done), t.gone+t.foreign)
 }
 
 // release deletes the key where it holds our token, and tells the attempt's
@@ -402,14 +397,8 @@ func (q *quorumStore) release(ctx context.Context, ref *lockRef) (int64, error) 
 	t, _ := q.vote(ctx, "release", q.defaultTimeout, func(ctx context.Context, _ int, n quorumNode) answer {
 		return replied(n.releaseKey(ctx, key, token))
 	}, nil)
-	if reply, lost := q.lost(t); lost {
-		return reply, nil
-	}
-	answered := len(t.done) + t.gone + t.foreign
-	if answered >= q.needed {
-		return replyDone, nil
-	}
-	return 0, q.failure(t, answered, 0, 0)
+	// Every node that answered agreed: none holds our token now.
+	return q.outcome(t, len(t.done)+t.gone+t.foreign, 0)
 }
 
 // pttl returns the TTL a majority still guarantees (the Needed-th longest of
@@ -435,10 +424,12 @@ func (q *quorumStore) pttl(ctx context.Context, ref *lockRef) (int64, error) {
 		}
 		return int64(majorityLease(ttls, q.needed)), nil
 	}
-	if reply, lost := q.lost(t); lost {
-		return reply - 2, nil // pttl.lua's -2 (gone) and -3 (another's)
+	// Under a majority agreed: lost, or a *QuorumError.
+	reply, err := q.outcome(t, len(t.done), t.gone+t.foreign)
+	if err != nil {
+		return 0, err
 	}
-	return 0, q.failure(t, len(t.done), t.gone+t.foreign, 0)
+	return reply - 2, nil // pttl.lua's -2 (gone) and -3 (another's)
 }
 
 // A tally is a command's answers from every node (ask's), counted by
@@ -473,17 +464,22 @@ func (q *quorumStore) vote(ctx context.Context, op string, timeout time.Duration
 	return t, abandoned
 }
 
-// lost reports whether too few nodes hold our token for a majority ever
-// to, and then the verdict: replyForeign when a majority holds another
-// token (taken), else replyGone (expired).
-func (q *quorumStore) lost(t tally) (int64, bool) {
+// outcome is the verdict of extend, release and pttl on t, agreed and
+// refused counted as the command counts them. Lost when too few nodes hold
+// our token for a majority ever to: replyForeign when a majority holds
+// another token (taken; so too few hold ours, a majority being over half),
+// else replyGone (expired). Otherwise replyDone when agreed is a majority
+// (which then leaves too few to lose it), else t's *QuorumError.
+func (q *quorumStore) outcome(t tally, agreed, refused int) (int64, error) {
 	switch {
-	case t.gone+t.foreign <= len(q.nodes)-q.needed:
-		return 0, false
 	case t.foreign >= q.needed:
-		return replyForeign, true
+		return replyForeign, nil
+	case t.gone+t.foreign > len(q.nodes)-q.needed:
+		return replyGone, nil
+	case agreed >= q.needed:
+		return replyDone, nil
 	}
-	return replyGone, true
+	return 0, q.failure(t, agreed, refused, 0)
 }
 
 // failure is t's *QuorumError, its nodes agreed and refused counted as its

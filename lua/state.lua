@@ -90,6 +90,9 @@ waiters, err = read('a waiters\' queue', 'ZCOUNT', KEYS[4], '(' .. now, '+inf')
 if err then return err end
 fence = fence or ''
 local info = {0, -2, '', fence, waiters, '', 0, '', '', {}} -- free
+-- A lock key's PTTL, read first for every value; a semaphore's only once
+-- its set is known to hold a running lease.
+local pttl = value and redis.call('PTTL', KEYS[1])
 if kind == 'zset' then
   local limit
   limit, err = read('a semaphore limit', 'GET', KEYS[6])
@@ -118,11 +121,9 @@ if kind == 'zset' then
   end
 elseif value and loneSlot(value) then
   -- a lone holder's slot (see semaphore_acquire.lua): a semaphore held once
-  local pttl = redis.call('PTTL', KEYS[1])
   info = {1, pttl, '', fence, waiters, '', 1, 'semaphore', tostring(loneSlot(value)), holder({}, value, pttl)}
 elseif value then
   local count, list, metadata = 0, {}, ''
-  local pttl = redis.call('PTTL', KEYS[1])
   kind = 'lock'
   if string.sub(value, 1, 8) == '*shared*' then
     kind = 'shared'
