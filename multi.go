@@ -415,7 +415,8 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool, error) {
 	m := ref.multi
 	args := make([]any, 0, 6*len(m.keys))
-	cmds := make([]redis.Cmder, len(m.keys))
+	var few [4]redis.Cmder // (a few names: no allocation)
+	cmds := append(few[:0], make([]redis.Cmder, len(m.keys))...)
 	for i := range m.keys {
 		args = append(args, "set", m.keyArg(i), &ref.token, "nx", "px", ref.ttlArg)
 		cmd := redis.NewCmd(ctx, args[6*i:]...)
