@@ -15,10 +15,11 @@ import (
 
 // BenchmarkFamilyFloor measures the least server work a correct lock cycle
 // can cost, for one name and for three taken all or none, beside ours (see
-// BenchmarkFamilyServerWork): the floor cycles are what any library must
-// send: a SET NX PX (one name) or one script of three SET NX PX (all or
-// none, undone at the first name taken), then one script that deletes the
-// keys that still hold the token. They have no queue, no fence, no
+// BenchmarkFamilyServerWork): the floor cycles send a SET NX PX (one name)
+// or one script of three SET NX PX (all or none, undone at the first name
+// taken), then one script that deletes the keys that still hold the
+// token. (Ours, uncontended, sends the three SET NX PX themselves, and
+// such a script only when one finds its name taken: see AcquireMulti.) They have no queue, no fence, no
 // lone-holder test and no hand-over, and run on raw go-redis (its pool;
 // ours batches), so their ratio is the cost of the two extra names alone:
 //
