@@ -132,6 +132,7 @@ func (b *batcher) doAll(ctx context.Context, key string, stop <-chan struct{}, c
 	b.mu.Lock()
 	if stop == nil {
 		if slot := l.claim(); slot != nil {
+			slot.crowd = len(cmds) > 1
 			b.mu.Unlock()
 			b.process(ctx, slot, cmds)
 			// The send ends: the queue goes to a flusher on its slot.
@@ -173,9 +174,9 @@ func (b *batcher) doAll(ctx context.Context, key string, stop <-chan struct{}, c
 		// Answered soon after ctx ended: that settles what it did.
 		return nil
 	}
-	// The flusher signals a channel nobody reads. Its last command's reply
-	// read means every one's was (go-redis reads them in order).
-	return &onItsWay{why, call.done, cmds[len(cmds)-1]}
+	// The flusher signals a channel nobody reads. (A copy of cmds: only
+	// this rare path keeps them.)
+	return &onItsWay{why, call.done, slices.Clone(cmds)}
 }
 
 // process sends cmds, then the commands of calls, on slot: alone, or in
@@ -203,22 +204,27 @@ func (b *batcher) process(ctx context.Context, slot *sendSlot, cmds []redis.Cmde
 type onItsWay struct {
 	cause error
 	sent  <-chan struct{}
-	cmd   redis.Cmder
+	cmds  []redis.Cmder
 }
 
 func (e *onItsWay) Error() string { return e.cause.Error() }
 func (e *onItsWay) Unwrap() error { return e.cause }
 
-// settled tells, without waiting, whether the flusher is done with cmd and then whether
-// its reply was read (landed): after a network error it may land later all the same.
+// settled tells, without waiting, whether the flusher is done with cmds and then whether
+// every one's reply was read (landed): after a network error one may land later all the
+// same (on a Cluster a command redirected by ASK is sent again after the others).
 // A nil e (no command on its way) is not done.
 func (e *onItsWay) settled() (done, landed bool) {
 	if e == nil || !received(e.sent) {
 		return false, false
 	}
-	var reply redis.Error
-	err := e.cmd.Err()
-	return true, err == nil || errors.As(err, &reply)
+	for _, cmd := range e.cmds {
+		var reply redis.Error
+		if err := cmd.Err(); err != nil && !errors.As(err, &reply) {
+			return true, false
+		}
+	}
+	return true, true
 }
 
 // replyGrace is how long past its callers' latest deadline a pipeline
@@ -353,7 +359,7 @@ func (b *batcher) startFlusher(l *lane, slot *sendSlot, batch []*batchCall) {
 func (l *lane) take(slot *sendSlot) []*batchCall {
 	batch := l.queue
 	l.queue, l.spare = l.spare[:0], nil
-	slot.crowd = len(batch) > 1
+	slot.crowd = len(batch) > 1 || len(batch[0].cmds) > 1
 	return batch
 }
 

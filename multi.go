@@ -3,6 +3,7 @@ package redislock
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,7 +28,11 @@ const MaxMultiNames = 1000
 // waits or fails: overlapping sets never deadlock. With WithFencing each
 // name has its fence (Lock.FenceOf); Fence, Name and Key are names[0]'s.
 // Waiting is Acquire's, but a waiter is never handed a name: it tries again
-// when the name that kept it out is released or would expire.
+// when the name that kept it out is released or would expire. Uncontended
+// it costs what Acquire does: the names' SET NX PX in one round trip (for
+// a caller that neither waits nor fences, names in one slot); when one is
+// taken the others go back before a script decides, so for that round trip
+// another caller may find a name held by an attempt that then fails.
 //
 // Errors: as Acquire's (ErrNotAcquired names the name found held);
 // ErrInvalidArgument (nothing sent) for a nil ctx, no names, more than
@@ -356,8 +361,9 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 	m := ref.multi
 	first := !ref.attempted
 	ref.attempted = true
-	// (Names on several nodes keep their scripts: one node's batch must
-	// not wait for another node, see batcher.)
+	// (Names in several slots keep their scripts, one per slot, sent
+	// apart from the batcher: one node's batch must not wait for another
+	// node's.)
 	plain := !ref.fenced && !ref.waiting && o.replicas == 0 && len(m.groups) == 1
 	if first && plain && s.batch != nil && s.scripted != nil && s.scripted.Load() {
 		if took, err := s.setAll(ctx, o, ref); took || err != nil {
@@ -388,12 +394,12 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 			if errors.As(err, &reply) {
 				// This group answered: give back what the attempt took (one
 				// without an answer is the janitor's, this group included).
-				s.giveBack(ref, gi, o.ttl)
+				s.giveBack(context.Background(), ref, gi, o.ttl)
 			}
 			return false, 0, 0, err
 		}
 		if !took {
-			s.giveBack(ref, gi, o.ttl)
+			s.giveBack(context.Background(), ref, gi, o.ttl)
 			m.blocker = g.from + heldAt
 			return false, 0, holder, nil
 		}
@@ -419,12 +425,12 @@ func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool
 	cmds := append(few[:0], make([]redis.Cmder, len(m.keys))...)
 	for i := range m.keys {
 		args = append(args, "set", m.keyArg(i), &ref.token, "nx", "px", ref.ttlArg)
-		cmd := redis.NewCmd(ctx, args[6*i:]...)
+		cmd := redis.NewCmd(ctx, args[6*i:6*i+6:6*i+6]...)
 		cmd.SetFirstKeyPos(1)
 		cmds[i] = cmd
 	}
 	if err := s.batch.doAll(ctx, ref.key, nil, cmds...); err != nil {
-		return false, err // none answered (see acquisition.failed)
+		return false, err // not all answered: given back as uncertain (see acquisition.failed)
 	}
 	set, err := 0, error(nil)
 	for _, cmd := range cmds {
@@ -438,12 +444,23 @@ func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool
 		}
 	}
 	s.slots.note(err)
-	if set < len(cmds) && (set > 0 || err != nil) {
-		// A give-back left to the janitor fails the attempt: the script
-		// must not take the names under the token the janitor releases.
-		err = cmp.Or(err, s.giveBack(ref, len(m.groups), o.ttl))
+	switch {
+	case set == len(cmds):
+		return true, nil
+	case set == 0 && err == nil:
+		return false, nil // every name held: the script says by whom
 	}
-	return set == len(cmds), err
+	// What it set goes back within ctx; a give-back left to the janitor
+	// fails the attempt. After one that did not, the script runs under a
+	// token of its own, as a next attempt would (see giveBack): a late copy
+	// of the give-back (go-redis sends a command again after a read
+	// timeout) must not meet names the script took.
+	err = cmp.Or(err, s.giveBack(ctx, ref, len(m.groups), o.ttl))
+	if err == nil {
+		_, metadata, _ := strings.Cut(ref.token, metadataSeparator)
+		ref.token = valueOf(ref.mark()+rand.Text(), metadata)
+	}
+	return false, err
 }
 
 // prepareFor prepares the attempts' commands, under ref's token (read when
@@ -461,16 +478,17 @@ func (m *multiRef) prepareFor(ref *lockRef, o *options) {
 }
 
 // giveBack releases what ref's first upto groups took in this attempt and
-// waits, so a failed AcquireMulti returns with nothing held; or, when that
-// fails, the janitor retries and the release's error is returned.
-func (s singleStore) giveBack(ref *lockRef, upto int, ttl time.Duration) error {
+// waits (within ctx, and ReleaseTimeout), so a failed AcquireMulti returns
+// with nothing held; or, when that fails, the janitor retries and the
+// release's error is returned.
+func (s singleStore) giveBack(ctx context.Context, ref *lockRef, upto int, ttl time.Duration) error {
 	if upto == 0 {
 		return nil
 	}
 	// A copy: the next attempt has a token of its own, which a late
 	// clean-up of this one must not use.
 	taken := &lockRef{key: ref.key, keyArg: ref.keyArg, token: ref.token, kind: multiLock, multi: ref.multi, releaseArgs: ref.releaseArgs}
-	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	defer cancel()
 	_, err := s.releaseMulti(ctx, taken, upto)
 	if err != nil && s.cleaner != nil {

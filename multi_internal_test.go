@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,29 +12,116 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// failingGiveBack fails the first multi release it sees, armed, without
-// sending it (a connection that broke), after running then.
-type failingGiveBack struct {
-	armed atomic.Bool
-	then  func()
+// giveBackHook runs then on the first multi release it sees, armed (a
+// give-back), in place of sending it when then returns an error; and
+// notes the token each SET carried.
+type giveBackHook struct {
+	armed  atomic.Bool
+	then   func(ctx context.Context) error
+	mu     sync.Mutex
+	tokens []string // the SETs'
 }
 
-func (h *failingGiveBack) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *giveBackHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *failingGiveBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *giveBackHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) > 1 && args[1] == multiReleaseSHA && h.armed.CompareAndSwap(true, false) {
-			h.then()
-			cmd.SetErr(errors.New("connection reset (a test's)"))
-			return cmd.Err()
+		if args := cmd.Args(); len(args) > 1 && args[1] == multiReleaseSHA && h.armed.CompareAndSwap(true, false) {
+			if err := h.then(ctx); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (h *failingGiveBack) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h *giveBackHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, cmd := range cmds {
+			if token, ok := cmd.Args()[2].(*string); ok && cmd.Name() == "set" {
+				h.tokens = append(h.tokens, *token)
+			}
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// giveBackClient is a warmed-up Client (a script ran: its multi attempts
+// start with SETs) with hook on its go-redis client, and another Client's
+// hold of gb:b, which the multi lock's SETs find taken.
+func giveBackClient(t *testing.T, ctx context.Context, addr string, hook *giveBackHook) (*Client, *redis.Client, *Lock) {
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := New(rdb, WithLogger(discard()))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	warmUp(t, ctx, c)
+	other, err := New(admin, WithLogger(discard())).Acquire(ctx, "gb:b")
+	require.NoError(t, err)
+	hook.armed.Store(true)
+	rdb.AddHook(hook)
+	return c, admin, other
+}
+
+var gbNames, gbKeys = []string{"gb:a", "gb:b", "gb:c"}, []string{DefaultKeyPrefix + "{gb:a}", DefaultKeyPrefix + "{gb:b}", DefaultKeyPrefix + "{gb:c}"}
+
+// After the SETs' give-back, the script takes the names under a token of
+// its own: a late copy of the give-back (go-redis sends a command again
+// after a read timeout) releases the SETs' token, never the lock's.
+func TestAMultiLockTakenAfterItsSETsGaveBackHasATokenOfItsOwn(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var other *Lock
+		hook := &giveBackHook{then: func(context.Context) error { return other.Release(ctx) }} // b comes free
+		c, admin, o := giveBackClient(t, ctx, addr, hook)
+		other = o
+
+		l, err := c.AcquireMulti(ctx, gbNames, WithMetadata("job 7"))
+		require.NoError(t, err, "the script took the names that came free")
+		require.False(t, hook.armed.Load(), "the SETs' give-back ran")
+		require.Len(t, hook.tokens, 3)
+		require.NotEqual(t, hook.tokens[0], valueOf(l.Token(), "job 7"), "the SETs' token is not the lock's")
+		for _, key := range gbKeys {
+			require.Equal(t, valueOf(l.Token(), "job 7"), admin.Get(ctx, key).Val(), "%s: the new token, the metadata kept", key)
+		}
+		require.NoError(t, l.Release(ctx))
+	})
+}
+
+// The SETs' give-back runs within the caller's ctx: a caller that gives up
+// while it waits returns, and the janitor gives the names back.
+func TestAMultiLocksGiveBackEndsWithTheCallersContext(t *testing.T) {
+	type key struct{}
+	forEachServer(t, func(t *testing.T, addr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		callCtx, quit := context.WithCancel(context.WithValue(ctx, key{}, "the caller's"))
+		reached := make(chan any, 1)
+		hook := &giveBackHook{then: func(ctx context.Context) error {
+			reached <- ctx.Value(key{})
+			<-ctx.Done() // a stalled link: only the ctx ends the wait
+			return ctx.Err()
+		}}
+		c, admin, other := giveBackClient(t, ctx, addr, hook)
+
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.AcquireMulti(callCtx, gbNames)
+			got <- err
+		}()
+		require.Equal(t, "the caller's", <-reached, "the give-back runs within the caller's ctx")
+		quit()
+		require.ErrorIs(t, <-got, context.Canceled)
+		require.NoError(t, other.Release(ctx))
+		// The janitor gives back what the SETs took (its rounds are at most
+		// 250 ms apart; the window allows a loaded machine many of them).
+		waitFor(t, func() bool { return admin.Exists(ctx, gbKeys...).Val() == 0 }, "the SETs' names were never given back")
+	})
 }
 
 // A multi lock's SETs that took some names give them back before the
@@ -45,28 +133,21 @@ func TestAFailedGiveBackOfAMultiLocksSETsFailsTheAttempt(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		admin := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = admin.Close() })
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = rdb.Close() })
-		c := New(rdb, WithLogger(discard()))
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		warmUp(t, ctx, c) // a script ran: the first attempt is SETs
-
-		other, err := New(admin, WithLogger(discard())).Acquire(ctx, "gb:b")
-		require.NoError(t, err)
+		var other *Lock
 		// The give-back fails, and b comes free before the script would run.
-		hook := &failingGiveBack{then: func() { require.NoError(t, other.Release(ctx)) }}
-		hook.armed.Store(true)
-		rdb.AddHook(hook)
+		hook := &giveBackHook{then: func(context.Context) error {
+			require.NoError(t, other.Release(ctx))
+			return errors.New("connection reset (a test's)")
+		}}
+		c, admin, o := giveBackClient(t, ctx, addr, hook)
+		other = o
 
-		l, err := c.AcquireMulti(ctx, []string{"gb:a", "gb:b", "gb:c"})
+		l, err := c.AcquireMulti(ctx, gbNames)
 		require.Error(t, err, "not a lock whose keys the janitor is to release")
 		require.Nil(t, l)
 		require.False(t, hook.armed.Load(), "the give-back was tried")
-		keys := []string{DefaultKeyPrefix + "{gb:a}", DefaultKeyPrefix + "{gb:b}", DefaultKeyPrefix + "{gb:c}"}
 		// The janitor gives back what the SETs took (its rounds are at most
 		// 250 ms apart; the window allows a loaded machine many of them).
-		waitFor(t, func() bool { return admin.Exists(ctx, keys...).Val() == 0 }, "the SETs' names were never given back")
+		waitFor(t, func() bool { return admin.Exists(ctx, gbKeys...).Val() == 0 }, "the SETs' names were never given back")
 	})
 }
