@@ -238,6 +238,21 @@ var commonGarbage = []garbage{
 	{"a closed connection", closeConn},
 }
 
+// setGarbage is every garbage answer to a SET NX: all but its two real
+// answers, set (+OK) and not set (a nil).
+func setGarbage() []garbage {
+	var wrong []garbage
+	for _, g := range append(append([]garbage{
+		{"an integer", ":1\r\n"},
+		{"another status", "+QUEUED\r\n"},
+	}, arrayGarbage...), commonGarbage...) {
+		if g.raw != "+OK\r\n" && g.raw != "$-1\r\n" && g.raw != "*-1\r\n" {
+			wrong = append(wrong, g)
+		}
+	}
+	return wrong
+}
+
 // arrayGarbage are arrays, wrong for every script.
 var arrayGarbage = []garbage{
 	{"an empty array", "*0\r\n"},
@@ -297,13 +312,7 @@ func TestAcquireTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 		l, err := c.Acquire(ctx, "job")
 		require.NoError(t, err)
 		require.NoError(t, l.Release(ctx))
-		for _, g := range append(append([]garbage{
-			{"an integer", ":1\r\n"},
-			{"another status", "+QUEUED\r\n"},
-		}, arrayGarbage...), commonGarbage...) {
-			if g.raw == "+OK\r\n" || g.raw == "$-1\r\n" || g.raw == "*-1\r\n" {
-				continue // the two real answers: set, and not set (nil)
-			}
+		for _, g := range setGarbage() {
 			f.answer("set", g.raw)
 			l, err := c.Acquire(ctx, "job")
 			require.Error(t, err, g.name)
@@ -722,13 +731,7 @@ func TestAMultiLockTurnsEveryGarbageReplyIntoAnError(t *testing.T) {
 		l, err := c.AcquireMulti(ctx, names)
 		require.NoError(t, err)
 		require.NoError(t, l.Release(ctx))
-		for _, g := range append(append([]garbage{
-			{"an integer", ":1\r\n"},
-			{"another status", "+QUEUED\r\n"},
-		}, arrayGarbage...), commonGarbage...) {
-			if g.raw == "+OK\r\n" || g.raw == "$-1\r\n" || g.raw == "*-1\r\n" {
-				continue // the two real answers: set, and not set (nil)
-			}
+		for _, g := range setGarbage() {
 			f.answer("set", g.raw)
 			l, err := c.AcquireMulti(ctx, names)
 			require.Error(t, err, g.name)
