@@ -103,6 +103,12 @@ func BenchmarkServerWork(b *testing.B) {
 			}
 		},
 	}}
+	// What every script that starts with prelude.lua pays for it on each
+	// call, beside time-calls=0: its functions (closures) are made anew.
+	cases = append(cases, scriptCase{
+		name: "prelude-only", script: luaFile(b, "prelude.lua") + "\nreturn 1",
+		args: func(int) []any { return nil }, setup: func(redis.Pipeliner, int) {},
+	})
 	for _, n := range []int{0, 1, 8, 32} {
 		cases = append(cases, scriptCase{
 			name:   fmt.Sprintf("time-calls=%d", n),
