@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,7 +135,7 @@ func (a *acquisition) init(names, shared string, keyLen int, layout func(o *opti
 func (a *acquisition) setToken() {
 	r := &a.l.ref
 	if a.freshTokens {
-		r.token = valueOf(r.mark()+rand.Text(), a.o.metadata)
+		r.freshToken(a.o.metadata)
 		return
 	}
 	// Our place in the queue: its mark tells the scripts our kind.

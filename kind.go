@@ -101,6 +101,11 @@ func (r *lockRef) mark() string {
 	return r.kind.rules().mark
 }
 
+// freshToken gives r a token of its own (its kind's mark, a random body,
+// then metadata): an attempt's, which no late command of an earlier
+// attempt, nor a give-back of one, holds or releases.
+func (r *lockRef) freshToken(metadata string) { r.token = valueOf(r.mark()+rand.Text(), metadata) }
+
 func layoutSemaphore(limit int) func(o *options, r *lockRef) {
 	return func(o *options, r *lockRef) {
 		r.extraKey = r.key + lockrules.LimitSuffix

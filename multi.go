@@ -3,7 +3,6 @@ package redislock
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -457,8 +456,7 @@ func (s singleStore) setAll(ctx context.Context, o *options, ref *lockRef) (bool
 	// timeout) must not meet names the script took.
 	err = cmp.Or(err, s.giveBack(ctx, ref, len(m.groups), o.ttl))
 	if err == nil {
-		_, metadata, _ := strings.Cut(ref.token, metadataSeparator)
-		ref.token = valueOf(ref.mark()+rand.Text(), metadata)
+		ref.freshToken(o.metadata)
 	}
 	return false, err
 }
