@@ -134,7 +134,8 @@ func (b *batcher) doAll(ctx context.Context, key string, stop <-chan struct{}, c
 		if slot := l.claim(); slot != nil {
 			slot.crowd = len(cmds) > 1
 			b.mu.Unlock()
-			b.process(ctx, slot, cmds)
+			slot.cmds = append(slot.cmds, cmds...)
+			b.process(ctx, slot)
 			// The send ends: the queue goes to a flusher on its slot.
 			took := time.Since(slot.since) // (only this goroutine writes it now)
 			b.mu.Lock()
@@ -179,13 +180,9 @@ func (b *batcher) doAll(ctx context.Context, key string, stop <-chan struct{}, c
 	return &onItsWay{why, call.done, slices.Clone(cmds)}
 }
 
-// process sends cmds, then the commands of calls, on slot: alone, or in
-// one pipeline.
-func (b *batcher) process(ctx context.Context, slot *sendSlot, cmds []redis.Cmder, calls ...*batchCall) {
-	slot.cmds = append(slot.cmds, cmds...)
-	for _, c := range calls {
-		slot.cmds = append(slot.cmds, c.cmds...)
-	}
+// process sends slot's commands, which its sender put in slot.cmds: alone,
+// or in one pipeline.
+func (b *batcher) process(ctx context.Context, slot *sendSlot) {
 	if len(slot.cmds) == 1 {
 		_ = b.rdb.Process(ctx, slot.cmds[0])
 	} else {
@@ -460,7 +457,10 @@ func (b *batcher) send(slot *sendSlot, batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(replyGrace))
 		defer cancel()
 	}
-	b.process(ctx, slot, nil, batch...)
+	for _, c := range batch {
+		slot.cmds = append(slot.cmds, c.cmds...)
+	}
+	b.process(ctx, slot)
 	for _, c := range batch {
 		c.done <- struct{}{}
 	}

@@ -40,8 +40,10 @@ func (h *giveBackHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.mu.Lock()
 		for _, cmd := range cmds {
-			if token, ok := cmd.Args()[2].(*string); ok && cmd.Name() == "set" {
-				h.tokens = append(h.tokens, *token)
+			if args := cmd.Args(); cmd.Name() == "set" && len(args) > 2 {
+				if token, ok := args[2].(*string); ok {
+					h.tokens = append(h.tokens, *token)
+				}
 			}
 		}
 		h.mu.Unlock()
