@@ -55,9 +55,10 @@ func TestValidReadsTheSafeDeadlineAtTheCall(t *testing.T) {
 		require.NoError(t, l.Release(ctx))
 		require.False(t, l.Valid())
 
-		// Watchdog off, 50 ms lease: past its safe deadline Valid says
-		// so, whatever the lock's context says yet.
-		l, err = c.Acquire(ctx, "valid", redislock.WithTTL(50*time.Millisecond), redislock.WithWatchdog(false))
+		// Watchdog off, a 1s lease: past its safe deadline Valid says so,
+		// whatever the lock's context says yet. (Shorter, a loaded
+		// machine's stall could end the lease before the first check.)
+		l, err = c.Acquire(ctx, "valid", redislock.WithTTL(time.Second), redislock.WithWatchdog(false))
 		require.NoError(t, err)
 		require.True(t, l.Valid())
 		eventually(t, 5*time.Second, func() bool { return !l.Valid() }, "Valid still true past the lease")
@@ -98,7 +99,9 @@ func TestAChosenExpiryIsInfoAndAnUnplannedLossIsError(t *testing.T) {
 		ctx := context.Background()
 		logs := &logRecorder{}
 		c := redislock.New(b.rdb, redislock.WithLogger(slog.New(logs)))
-		l, err := c.Acquire(ctx, "chosen", redislock.WithTTL(20*time.Millisecond), redislock.WithWatchdog(false))
+		// A 1s lease: a 20ms one could see its reply come after its safe
+		// deadline on a loaded machine, and not be taken at all.
+		l, err := c.Acquire(ctx, "chosen", redislock.WithTTL(time.Second), redislock.WithWatchdog(false))
 		require.NoError(t, err)
 		waitDone(t, l.Context(), 5*time.Second)
 		_, info := logs.find(slog.LevelInfo, "lock lost")

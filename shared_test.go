@@ -440,7 +440,7 @@ func TestASharedReplyAfterTheSafeDeadlineGivesTheShareBack(t *testing.T) {
 		ctx := context.Background()
 		proxy := newProxy(t, b.rdb.Options().Addr)
 		c := redislock.New(newRedisClient(t, proxy.Addr()), quiet, redislock.WithTTL(50*time.Millisecond))
-		warm, err := c.AcquireShared(ctx, "slow")
+		warm, err := c.AcquireShared(ctx, "slow", redislock.WithTTL(time.Minute)) // loads the scripts; a 50 ms lease could end before its reply, under load
 		require.NoError(t, err)
 		require.NoError(t, warm.Release(ctx))
 		proxy.SetDelay(60 * time.Millisecond)
