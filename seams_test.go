@@ -368,6 +368,37 @@ func TestADroppedLockIsReleasedAndLogged(t *testing.T) {
 			require.Contains(t, line, "seams_test.go:", "where it was acquired")
 		})
 
+		// Every way in records its own caller's line, not a frame of the
+		// library's or the caller's caller's (which, here, would be
+		// another line of this file).
+		t.Run("acquired at the caller's line, for every kind", func(t *testing.T) {
+			// at drops the Lock and gives the line it was called from: the
+			// line of the acquiring call, written in its arguments.
+			at := func(_ *redislock.Lock, err error) (int, error) { _, _, line, _ := runtime.Caller(1); return line, err }
+			for name, acquire := range map[string]func() (int, error){
+				"at-exclusive": func() (int, error) { return at(c.Acquire(ctx, "at-exclusive")) },
+				"at-shared":    func() (int, error) { return at(c.AcquireShared(ctx, "at-shared")) },
+				"at-semaphore": func() (int, error) { return at(c.AcquireSemaphore(ctx, "at-semaphore", 2)) },
+				"at-multi": func() (int, error) {
+					return at(c.AcquireMulti(ctx, []string{"at-multi", "at-multi-2"}, redislock.WithTTL(time.Hour)))
+				},
+			} {
+				line, err := acquire()
+				require.NoError(t, err)
+				want := fmt.Sprintf("seams_test.go:%d", line)
+				eventually(t, 10*time.Second, func() bool {
+					runtime.GC()
+					for _, l := range logs.lines() {
+						if strings.Contains(l, "lock dropped without Release") && strings.Contains(l, "name="+name+" ") {
+							require.Contains(t, l, want, "where %s was acquired", name)
+							return true
+						}
+					}
+					return false
+				}, "%s: no log of its drop: %v", name, logs.lines())
+			}
+		})
+
 		// A Lock whose Context was made, but whose Done channel nobody
 		// asked for, goes after one collection, as one without a Context.
 		t.Run("dropped with its context, after one collection", func(t *testing.T) {
