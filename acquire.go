@@ -55,9 +55,11 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 	return c.take(ctx, exclusiveLock, name, opts, nil)
 }
 
-// acquire is Acquire with its options resolved (RunWithLock's way in).
-func (c *Client) acquire(ctx context.Context, name string, o *options) (*Lock, error) {
-	return c.acquireKind(ctx, exclusiveLock, name, o, nil)
+// acquire is take with the options resolved (the way in of RunWithLock,
+// Elect and AcquireMulti, which read them first), at take's depth for
+// acquireKind's callerPC.
+func (c *Client) acquire(ctx context.Context, k lockKind, name string, o *options, layout func(o *options, r *lockRef)) (*Lock, error) {
+	return c.acquireKind(ctx, k, name, o, layout)
 }
 
 // acquisition is one acquire call of any kind: the one acquisition loop,
@@ -746,7 +748,7 @@ func (c *Client) RunWithLock(ctx context.Context, name string, fn func(ctx conte
 	if err != nil {
 		return err
 	}
-	l, err := c.acquire(ctx, name, o)
+	l, err := c.acquire(ctx, exclusiveLock, name, o, nil)
 	if err != nil && o.failOpen && ctx != nil && ctx.Err() == nil && isUnreachable(err) {
 		o.log().Warn("redislock: redis unreachable, running WITHOUT the lock (fail open)",
 			"name", name, "error", err)

@@ -55,7 +55,7 @@ func (c *Client) Elect(ctx context.Context, name string, lead func(ctx context.C
 		return keyError(err)
 	}
 	for {
-		l, err := c.acquire(ctx, name, o)
+		l, err := c.acquire(ctx, exclusiveLock, name, o, nil)
 		if err != nil {
 			// A campaign's wait ends only with ctx, Close or a verdict.
 			var failing *failingError

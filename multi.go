@@ -57,7 +57,7 @@ func (c *Client) AcquireMulti(ctx context.Context, names []string, opts ...Optio
 	if err != nil {
 		return nil, err
 	}
-	return c.take(ctx, multiLock, names[0], opts, func(_ *options, r *lockRef) { r.multi = m })
+	return c.acquire(ctx, multiLock, names[0], o, func(_ *options, r *lockRef) { r.multi = m })
 }
 
 // multiRef is what a multi lock's commands need beyond its lockRef: every
