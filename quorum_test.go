@@ -261,8 +261,11 @@ func TestQuorum(t *testing.T) {
 		require.Equal(t, 5, qerr.Failed)
 		require.ErrorIs(t, err, redislock.ErrReplicaAck)
 		require.NotErrorIs(t, err, redislock.ErrNotAcquired)
+		// A node whose answer came after its timeout (a loaded machine:
+		// 500ms for a SET and a 20ms WAIT) is given back in the
+		// background, as a failed Acquire promises: the check polls.
 		for i, n := range q.nodes {
-			require.Zero(t, n.Exists(ctx, "lock:{acked}").Val(), "node %d", i)
+			eventually(t, 10*time.Second, func() bool { return n.Exists(ctx, "lock:{acked}").Val() == 0 }, "node %d still holds the key", i)
 		}
 	})
 
