@@ -393,12 +393,12 @@ func (s singleStore) acquireMulti(ctx context.Context, o *options, ref *lockRef)
 			if errors.As(err, &reply) {
 				// This group answered: give back what the attempt took (one
 				// without an answer is the janitor's, this group included).
-				s.giveBack(context.Background(), ref, gi, o.ttl)
+				s.giveBack(ctx, ref, gi, o.ttl)
 			}
 			return false, 0, 0, err
 		}
 		if !took {
-			s.giveBack(context.Background(), ref, gi, o.ttl)
+			s.giveBack(ctx, ref, gi, o.ttl)
 			m.blocker = g.from + heldAt
 			return false, 0, holder, nil
 		}

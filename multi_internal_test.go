@@ -1,8 +1,10 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redislock/redislock/internal/lockrules"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // giveBackHook runs then on the first multi release it sees, armed (a
@@ -124,6 +129,52 @@ func TestAMultiLocksGiveBackEndsWithTheCallersContext(t *testing.T) {
 		// 250 ms apart; the window allows a loaded machine many of them).
 		waitFor(t, func() bool { return admin.Exists(ctx, gbKeys...).Val() == 0 }, "the SETs' names were never given back")
 	})
+}
+
+// On a Cluster, names in several slots are taken a slot at a time; when a
+// later slot's name is held, what the earlier slots took is given back
+// within the caller's ctx too: a caller that gives up while that give-back
+// is stalled (a node that stopped answering) returns, and the janitor gives
+// the names back. (It waited up to ReleaseTimeout, 5 s, whatever ctx said.)
+func TestAMultiLocksGiveBackAcrossSlotsEndsWithTheCallersContext(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	cluster := redistest.SharedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := []string{"gbx:a", "gbx:b"}
+	keyOf := func(name string) string { return DefaultKeyPrefix + "{" + name + "}" }
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(lockrules.Slot(keyOf(a)), lockrules.Slot(keyOf(b))) })
+	require.NotEqual(t, lockrules.Slot(keyOf(names[0])), lockrules.Slot(keyOf(names[1])))
+	admin := cluster.Client(t)
+	other, err := New(admin, WithLogger(discard())).Acquire(ctx, names[1]) // the later slot's name
+	require.NoError(t, err)
+	rdb := cluster.Client(t)
+	c := New(rdb, WithLogger(discard()))
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	warmUp(t, ctx, c)
+	reached := make(chan any, 1)
+	hook := &giveBackHook{then: func(ctx context.Context) error {
+		reached <- ctx.Value(key{})
+		<-ctx.Done() // a stalled link: only the ctx ends the wait
+		return ctx.Err()
+	}}
+	hook.armed.Store(true)
+	rdb.AddHook(hook)
+
+	callCtx, quit := context.WithCancel(context.WithValue(ctx, key{}, "the caller's"))
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireMulti(callCtx, names)
+		got <- err
+	}()
+	require.Equal(t, "the caller's", <-reached, "the give-back runs within the caller's ctx")
+	quit()
+	// The verdict came before the give-back: the name is held (NoRetry,
+	// the default, does not wait).
+	require.ErrorIs(t, <-got, ErrNotAcquired)
+	require.NoError(t, other.Release(ctx))
+	waitFor(t, func() bool { return admin.Exists(ctx, keyOf(names[0])).Val() == 0 }, "the first slot's name was never given back")
 }
 
 // A multi lock's SETs that took some names give them back before the
